@@ -1,0 +1,72 @@
+"""The Thrift contract (``idl/``) loaded once, and connections speaking it.
+
+The IDL files ship inside this package (``hqueue/idl``), so the gateway, the toolkit and every
+Python client load the very same contract. Loading is lazy and cached: importing this module
+parses nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
+
+IDL_DIR = Path(os.environ.get("HQUEUE_IDL_DIR") or Path(__file__).resolve().parent / "idl")
+
+
+@functools.cache
+def hqueue_thrift() -> ModuleType:
+    """The module generated from ``idl/hqueue.thrift`` (TMessage, HQueueService, ...)."""
+    return thriftpy2.load(str(IDL_DIR / "hqueue.thrift"), module_name="hqueue_thrift")
+
+
+@functools.cache
+def subscriber_thrift() -> ModuleType:
+    """The module generated from ``idl/subscriber.thrift`` (HQueueSubscriberService)."""
+    hqueue_thrift()  # the include must resolve to the same module object
+    return thriftpy2.load(str(IDL_DIR / "subscriber.thrift"), module_name="subscriber_thrift")
+
+
+def transport_factory(framed: bool) -> Any:
+    return TFramedTransportFactory() if framed else TBufferedTransportFactory()
+
+
+def protocol_factory(compact: bool) -> Any:
+    return TCompactProtocolFactory() if compact else TBinaryProtocolFactory()
+
+
+def connect(
+    host: str,
+    port: int,
+    *,
+    framed: bool = False,
+    compact: bool = False,
+    timeout: float = 30.0,
+) -> Any:
+    """A raw thriftpy2 ``HQueueService`` client. ``timeout`` is in seconds.
+
+    One client per greenlet or thread: thriftpy2 clients do not check sequence ids.
+    """
+    return make_client(
+        hqueue_thrift().HQueueService,
+        host=host,
+        port=port,
+        timeout=timeout * 1000,
+        trans_factory=transport_factory(framed),
+        proto_factory=protocol_factory(compact),
+    )
+
+
+def parse_address(address: str, *, argument: str = "address") -> tuple[str, int]:
+    """``host:port`` -> (host, port); raises ValueError naming ``argument``."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"'{argument}' must be host:port, got {address!r}")
+    return host.strip("[]"), int(port)

@@ -1,0 +1,130 @@
+"""The gateway assembled: store, scanner registry, service, Thrift server; one lifecycle.
+
+``start()`` opens the store, starts background work and binds the port; ``stop()`` undoes it
+in reverse order: no new requests, in-flight calls finish, then the store is synced and closed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from dataclasses import dataclass
+
+import gevent
+import gevent.event
+from hqueue.protocol import hqueue_thrift
+
+from .boundary import GatewayProcessor, meter_structs
+from .scanners import ScannerRegistry
+from .server import ThriftServer, WireOptions
+from .service import GatewayService, ServiceLimits
+from .store.base import PartitionStore
+from .store.embedded import EmbeddedStore
+
+log = logging.getLogger("gateway")
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    host: str = "127.0.0.1"
+    port: int = 9190
+    data_dir: str = "./hqueue-data"
+    framed: bool = False
+    compact: bool = False
+    advertise: str | None = None
+    scanner_timeout: float = 60.0  # seconds
+    max_scanners: int = 10_000
+    max_value_bytes: int = 4 * 1024 * 1024
+    max_request_bytes: int = 64 * 1024 * 1024
+    max_batch_messages: int = 100_000
+    ttl_sweep_interval: float = 60.0  # seconds
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, store: PartitionStore | None = None) -> None:
+        self.config = config
+        self.store = store or EmbeddedStore(
+            config.data_dir, ttl_sweep_interval=config.ttl_sweep_interval
+        )
+        self.scanners = ScannerRegistry(
+            idle_timeout=config.scanner_timeout, max_open=config.max_scanners
+        )
+        self.service: GatewayService | None = None
+        self.server: ThriftServer | None = None
+        self._stopped = gevent.event.Event()
+        self._stop_requested = gevent.event.Event()
+
+    def start(self) -> None:
+        thrift = hqueue_thrift()
+        meter_structs(thrift.TMessage, thrift.TMessageID)
+        self.store.start()
+        self.scanners.start()
+        try:
+            self.server = ThriftServer(
+                None,
+                self.config.host,
+                self.config.port,
+                WireOptions(self.config.framed, self.config.compact, self.config.max_request_bytes),
+            )
+            self.server.start()
+            host, port = self.server.address
+            advertise = self.config.advertise or f"{_reachable(self.config.host)}:{port}"
+            self.service = GatewayService(
+                self.store,
+                self.scanners,
+                thrift,
+                advertise=advertise,
+                limits=ServiceLimits(
+                    max_value_bytes=self.config.max_value_bytes,
+                    max_batch_messages=self.config.max_batch_messages,
+                ),
+            )
+            processor = GatewayProcessor(
+                thrift,
+                thrift.HQueueService,
+                self.service,
+                # two structs per message (TMessage, TMessageID), plus slack for the rest
+                max_structs=2 * self.config.max_batch_messages + 16,
+            )
+            self.server.processor = processor
+        except Exception:
+            self.scanners.stop()
+            self.store.stop()
+            raise
+        log.info(
+            "serving HQueueService on %s:%d (%s, %s), data in %s, advertised as %s",
+            host,
+            port,
+            "framed" if self.config.framed else "buffered",
+            "compact" if self.config.compact else "binary",
+            self.config.data_dir,
+            advertise,
+        )
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        if self.server is not None:
+            self.server.stop()
+        self.scanners.stop()
+        self.store.stop()
+        log.info("stopped")
+
+    def run_until_signal(self) -> None:
+        def on_signal(signum: int) -> None:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            self._stop_requested.set()
+
+        gevent.signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
+        gevent.signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
+        self._stop_requested.wait()
+        self.stop()
+
+
+def _reachable(host: str) -> str:
+    """A name clients can connect to when listening on every interface."""
+    if host in ("", "0.0.0.0", "::"):
+        return socket.getfqdn()
+    return host

@@ -1,0 +1,131 @@
+"""``hqueue-gateway``: runs the gateway in the foreground until SIGTERM or SIGINT.
+
+Shutdown order: stop accepting and reading requests, let in-flight calls finish, stop the
+scanner registry, then close the store (which syncs what is pending).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hqueue-gateway",
+        description="Serve the hqueue Thrift API (HQueueService) over an embedded store.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    p.add_argument("--port", type=int, default=9190, help="port to listen on (default %(default)s)")
+    p.add_argument(
+        "--data-dir", default="./hqueue-data", help="where the embedded store keeps its files"
+    )
+    p.add_argument("--framed", action="store_true", help="framed transport (default: buffered)")
+    p.add_argument("--compact", action="store_true", help="compact protocol (default: binary)")
+    p.add_argument(
+        "--advertise",
+        metavar="HOST:PORT",
+        help="address getQueueLocations reports for this gateway (default: --host:--port)",
+    )
+    p.add_argument(
+        "--scanner-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="idle scanners expire after this long (default %(default)s)",
+    )
+    p.add_argument("--max-scanners", type=int, default=10_000, help="open scanners at most")
+    p.add_argument(
+        "--max-value-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        help="largest message body accepted (default 4 MiB)",
+    )
+    p.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="largest request accepted; larger ones close the connection (default 64 MiB)",
+    )
+    p.add_argument(
+        "--max-batch-messages",
+        type=int,
+        default=100_000,
+        help="most messages in one putMessages call (default %(default)s)",
+    )
+    p.add_argument(
+        "--ttl-sweep-interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often expired messages are deleted from disk (default %(default)s)",
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if not 0 <= args.port < 65536:
+        parser.error(f"--port must be 0..65535, got {args.port}")
+    for name in ("scanner_timeout", "ttl_sweep_interval"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be > 0 seconds")
+    for name in ("max_scanners", "max_value_bytes", "max_request_bytes", "max_batch_messages"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.max_request_bytes < args.max_value_bytes + 4096:
+        parser.error("--max-request-bytes must exceed --max-value-bytes by at least 4096")
+    if args.advertise:
+        from hqueue.protocol import parse_address
+
+        try:
+            parse_address(args.advertise, argument="--advertise")
+        except ValueError as exc:
+            parser.error(str(exc))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
+
+    # gevent at the edge: patch once, here, before anything opens sockets or threads.
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from .app import Gateway, GatewayConfig
+
+    config = GatewayConfig(
+        host=args.host,
+        port=args.port,
+        data_dir=args.data_dir,
+        framed=args.framed,
+        compact=args.compact,
+        advertise=args.advertise,
+        scanner_timeout=args.scanner_timeout,
+        max_scanners=args.max_scanners,
+        max_value_bytes=args.max_value_bytes,
+        max_request_bytes=args.max_request_bytes,
+        max_batch_messages=args.max_batch_messages,
+        ttl_sweep_interval=args.ttl_sweep_interval,
+    )
+    gateway = Gateway(config)
+    try:
+        gateway.start()
+    except Exception as exc:
+        logging.getLogger("gateway").error("cannot start: %s", exc)
+        return 1
+    gateway.run_until_signal()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The row-key codec shared by every store backend (the same bytes in RocksDB and HBase).
+
+Row key = partitionID (int16 big-endian) + timestamp in ms (int64 BE) + sequenceID (int16 BE).
+Partition and sequence ids are non-negative, so unsigned big-endian order is the numeric order
+and lexicographic byte order is (partition, timestamp, sequence) order.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+_KEY = struct.Struct(">hqh")
+_PARTITION = struct.Struct(">h")
+KEY_LENGTH = _KEY.size  # 12
+
+MAX_PARTITIONS = 32767  # partition ids are 0..32766
+MAX_SEQUENCE = 32767  # sequence ids are 0..32767 within one millisecond
+MAX_TIMESTAMP = (1 << 63) - 1
+
+
+class MessageId(NamedTuple):
+    """(timestamp ms, sequence id); tuples order exactly as row keys do."""
+
+    timestamp: int
+    sequence: int
+
+
+MIN_ID = MessageId(0, 0)
+MAX_ID = MessageId(MAX_TIMESTAMP, MAX_SEQUENCE)
+
+
+def encode(partition: int, timestamp: int, sequence: int) -> bytes:
+    return _KEY.pack(partition, timestamp, sequence)
+
+
+def decode(key: bytes) -> tuple[int, int, int]:
+    """(partition, timestamp, sequence) of a row key."""
+    return _KEY.unpack(key)
+
+
+def partition_prefix(partition: int) -> bytes:
+    return _PARTITION.pack(partition)
+
+
+def partition_start(partition: int) -> bytes:
+    """The smallest key of a partition (inclusive)."""
+    return _PARTITION.pack(partition)
+
+
+def partition_end(partition: int) -> bytes:
+    """The first key after a partition (exclusive): the next partition's prefix.
+
+    For the last possible partition this is b"\\x80", above every valid key.
+    """
+    return (partition + 1).to_bytes(2, "big") if partition < 0x7FFF else b"\x80"
+
+
+def id_key(partition: int, message_id: MessageId) -> bytes:
+    return _KEY.pack(partition, message_id.timestamp, message_id.sequence)
+
+
+def next_id(message_id: MessageId) -> MessageId:
+    """The smallest MessageID strictly greater than ``message_id``."""
+    if message_id.sequence < MAX_SEQUENCE:
+        return MessageId(message_id.timestamp, message_id.sequence + 1)
+    return MessageId(message_id.timestamp + 1, 0)
+
+
+# The value stored under a row key in the embedded store: topic length (1 byte), topic, body.
+# HBase keeps the topic as the column qualifier instead; both decode to (topic, body).
+
+
+def encode_cell(topic: bytes, value: bytes) -> bytes:
+    return bytes((len(topic),)) + topic + value
+
+
+def decode_cell(cell: bytes) -> tuple[bytes, bytes]:
+    n = cell[0] + 1
+    return cell[1:n], cell[n:]

@@ -1,0 +1,287 @@
+"""Scanners: a partition cursor, the merge of several partitions, and the registry of open ones.
+
+A scanner keeps only a position, never a store iterator, between calls: an idle scanner pins
+nothing in the store, and each read re-checks that its queue still exists, is enabled and was
+not truncated. Merged scanners (queue, combined) return messages in MessageID order across
+partitions (newest first when reversed), ties broken by partition id.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+
+from . import rowkey
+from .errors import InvalidArgument, Overloaded
+from .ids import wall_clock_ms
+from .rowkey import MessageId
+from .store.base import PartitionStore, QueueMeta, Row
+
+log = logging.getLogger(__name__)
+
+MAX_SCANNER_ID = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class ScanSpec:
+    """A validated TMessageScan. Ids are inclusive start / exclusive stop in scan order."""
+
+    start: MessageId | None
+    stop: MessageId | None
+    topics: frozenset[bytes] | None
+    reverse: bool
+    caching: int
+
+
+class PartitionCursor:
+    """Reads one partition's key range in chunks, oldest first (newest first if reversed)."""
+
+    __slots__ = ("_buffer", "_done", "_lower", "_upper", "chunk", "partition", "spec")
+
+    def __init__(self, partition: int, spec: ScanSpec) -> None:
+        self.partition = partition
+        self.spec = spec
+        self.chunk = spec.caching
+        p = partition
+        if spec.reverse:
+            # start is the newest end (inclusive), stop the oldest (exclusive)
+            self._upper = (
+                rowkey.id_key(p, rowkey.next_id(spec.start))
+                if spec.start and spec.start < rowkey.MAX_ID
+                else rowkey.partition_end(p)
+            )
+            self._lower = (
+                rowkey.id_key(p, rowkey.next_id(spec.stop))
+                if spec.stop and spec.stop < rowkey.MAX_ID
+                else rowkey.partition_start(p)
+            )
+            if spec.stop and spec.stop >= rowkey.MAX_ID:
+                self._lower = self._upper
+        else:
+            self._lower = rowkey.id_key(p, spec.start) if spec.start else rowkey.partition_start(p)
+            self._upper = rowkey.id_key(p, spec.stop) if spec.stop else rowkey.partition_end(p)
+        self._buffer: deque[Row] = deque()
+        self._done = False
+
+    def peek_ready(self) -> bool:
+        return bool(self._buffer)
+
+    def exhausted(self) -> bool:
+        return self._done and not self._buffer
+
+    def fill(self, store: PartitionStore, meta: QueueMeta, want: int) -> None:
+        """Reads until at least ``want`` rows are buffered or the range is exhausted."""
+        cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
+        limit = max(want, self.chunk)
+        while len(self._buffer) < want and not self._done:
+            lower = max(self._lower, cutoff)
+            result = store.scan(
+                meta,
+                self.partition,
+                lower,
+                self._upper,
+                reverse=self.spec.reverse,
+                topics=self.spec.topics,
+                limit=limit - len(self._buffer),
+            )
+            self._buffer.extend(result.rows)
+            if result.resume_after is None:
+                self._done = True
+            elif self.spec.reverse:
+                self._upper = result.resume_after
+            else:
+                self._lower = result.resume_after + b"\x00"  # keys are fixed-length
+            if not self._done and len(self._buffer) < want:
+                gevent.sleep(0)  # a long filtered scan must not starve other clients
+
+    def take(self, n: int) -> list[Row]:
+        buf = self._buffer
+        if n >= len(buf):
+            rows = list(buf)
+            buf.clear()
+            return rows
+        return [buf.popleft() for _ in range(n)]
+
+    def pop(self) -> Row:
+        return self._buffer.popleft()
+
+    def head(self) -> Row:
+        return self._buffer[0]
+
+
+MessageFactory = Callable[[int, Row], Any]
+
+
+class Scanner:
+    """An open scanner over one or more partitions of a queue."""
+
+    def __init__(
+        self,
+        store: PartitionStore,
+        meta: QueueMeta,
+        partitions: Sequence[int],
+        spec: ScanSpec,
+        make_message: MessageFactory,
+    ) -> None:
+        self.store = store
+        self.queue = meta.name
+        self.generation = meta.generation
+        self.spec = spec
+        self.cursors = [PartitionCursor(p, spec) for p in partitions]
+        self.make_message = make_message
+        self.last_used = time.monotonic()
+        self.busy = False
+
+    def _meta(self) -> QueueMeta:
+        meta = self.store.get_queue(self.queue)
+        if meta is None:
+            raise InvalidArgument("id", f"the scanner's queue '{self.queue}' was deleted")
+        if meta.generation != self.generation:
+            raise InvalidArgument("id", f"the scanner's queue '{self.queue}' was truncated")
+        if not meta.enabled:
+            raise InvalidArgument("id", f"the scanner's queue '{self.queue}' is disabled")
+        return meta
+
+    def next_batch(self, n: int, max_bytes: int) -> list[Any]:
+        """Up to ``n`` messages (fewer when ``max_bytes`` is reached); [] at the end."""
+        meta = self._meta()
+        make = self.make_message
+        if len(self.cursors) == 1:
+            cursor = self.cursors[0]
+            cursor.fill(self.store, meta, n)
+            rows = cursor.take(n)
+            out = []
+            size = 0
+            for i, row in enumerate(rows):
+                out.append(make(cursor.partition, row))
+                size += len(row.value) + len(row.topic)
+                if size >= max_bytes and i + 1 < len(rows):
+                    cursor._buffer.extendleft(reversed(rows[i + 1 :]))
+                    break
+            return out
+        return self._merge(meta, n, max_bytes)
+
+    def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> list[Any]:
+        # Every cursor that is not exhausted must have a head row before we can pick the
+        # smallest; refill a cursor only when it has run dry.
+        reverse = self.spec.reverse
+        per_cursor = max(1, min(self.spec.caching, n))
+        heap: list[tuple[Any, ...]] = []
+        for index, cursor in enumerate(self.cursors):
+            if not cursor.peek_ready():
+                cursor.fill(self.store, meta, per_cursor)
+            if cursor.peek_ready():
+                heap.append(self._order(cursor.head(), cursor.partition, index, reverse))
+        heapq.heapify(heap)
+        out: list[Any] = []
+        size = 0
+        while heap and len(out) < n and size < max_bytes:
+            *_, index = heapq.heappop(heap)
+            cursor = self.cursors[index]
+            row = cursor.pop()
+            out.append(self.make_message(cursor.partition, row))
+            size += len(row.value) + len(row.topic)
+            if not cursor.peek_ready():
+                cursor.fill(self.store, meta, per_cursor)
+            if cursor.peek_ready():
+                heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
+        return out
+
+    @staticmethod
+    def _order(row: Row, partition: int, index: int, reverse: bool) -> tuple[int, int, int, int]:
+        if reverse:
+            return (-row.timestamp, -row.sequence, partition, index)
+        return (row.timestamp, row.sequence, partition, index)
+
+
+class ScannerRegistry:
+    """Open scanners by id. Idle ones expire; the number open at once is bounded."""
+
+    def __init__(self, *, idle_timeout: float = 60.0, max_open: int = 10_000) -> None:
+        if idle_timeout <= 0:
+            raise ValueError("'idle_timeout' must be > 0 seconds")
+        if max_open < 1:
+            raise ValueError("'max_open' must be >= 1")
+        self.idle_timeout = idle_timeout
+        self.max_open = max_open
+        self._open: dict[int, Scanner] = {}
+        # Recently finished or expired ids, so errors can say what happened to them.
+        self._gone: OrderedDict[int, str] = OrderedDict()
+        self._ids = itertools.count(1)
+        self._reaper: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self._reaper = gevent.spawn(self._reap_loop)
+
+    def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.kill()
+        self._open.clear()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def add(self, scanner: Scanner) -> int:
+        if len(self._open) >= self.max_open:
+            self.expire_idle()
+            if len(self._open) >= self.max_open:
+                raise Overloaded(
+                    f"too many open scanners ({self.max_open}); close the ones you no longer use"
+                )
+        while True:
+            sid = next(self._ids)
+            if sid > MAX_SCANNER_ID:
+                self._ids = itertools.count(1)
+                continue
+            if sid not in self._open:
+                break
+        self._open[sid] = scanner
+        self._gone.pop(sid, None)
+        return sid
+
+    def get(self, sid: Any) -> Scanner:
+        scanner = self._open.get(sid) if isinstance(sid, int) else None
+        if scanner is None:
+            why = self._gone.get(sid) if isinstance(sid, int) else None
+            raise InvalidArgument("id", f"no open scanner {sid!r}" + (f" ({why})" if why else ""))
+        scanner.last_used = time.monotonic()
+        return scanner
+
+    def finish(self, sid: int, why: str) -> None:
+        if self._open.pop(sid, None) is not None:
+            self._gone[sid] = why
+            while len(self._gone) > 10_000:
+                self._gone.popitem(last=False)
+
+    def close(self, sid: Any) -> None:
+        if isinstance(sid, int) and sid in self._open:
+            self.finish(sid, "closed")
+        elif not (isinstance(sid, int) and self._gone.get(sid) == "it reached its end"):
+            # Closing a scanner that ran to its end is harmless: clients are told to close.
+            self.get(sid)
+
+    def expire_idle(self) -> int:
+        deadline = time.monotonic() - self.idle_timeout
+        stale = [sid for sid, s in self._open.items() if s.last_used < deadline and not s.busy]
+        for sid in stale:
+            self.finish(sid, f"expired after {self.idle_timeout:g} s idle")
+        return len(stale)
+
+    def _reap_loop(self) -> None:
+        while True:
+            gevent.sleep(min(5.0, self.idle_timeout / 2))
+            expired = self.expire_idle()
+            if expired:
+                log.info("expired %d idle scanner(s)", expired)
+
+
+def scan_partitions(partitions: Collection[int]) -> list[int]:
+    return sorted(set(partitions))

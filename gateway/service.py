@@ -1,0 +1,301 @@
+"""The HQueueService handler: validate, route, allocate MessageIDs, store, scan.
+
+Methods carry the IDL's names. They raise :mod:`gateway.errors` exceptions; the Thrift
+boundary (:mod:`gateway.boundary`) turns those into the IDL's ``IllegalArgument``/``IOError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from . import validation
+from .errors import InvalidArgument
+from .ids import PartitionIdAllocator
+from .rowkey import MAX_SEQUENCE, encode
+from .scanners import Scanner, ScannerRegistry, ScanSpec
+from .store.base import PartitionStore, PutEntry, QueueMeta, Row
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    max_value_bytes: int = 4 * 1024 * 1024
+    max_batch_messages: int = 100_000
+    max_list_messages: int = 100_000  # messageScannerGetList returns at most this many
+    max_response_bytes: int = 16 * 1024 * 1024  # ... and stops adding once past this size
+    default_caching: int = 1000
+
+
+class GatewayService:
+    def __init__(
+        self,
+        store: PartitionStore,
+        scanners: ScannerRegistry,
+        thrift: Any,
+        *,
+        advertise: str,
+        limits: ServiceLimits | None = None,
+    ) -> None:
+        self.store = store
+        self.scanners = scanners
+        self.advertise = advertise
+        self.limits = limits or ServiceLimits()
+        self._allocators: dict[tuple[str, int], PartitionIdAllocator] = {}
+        self._t = thrift
+        message_cls, id_cls = thrift.TMessage, thrift.TMessageID
+
+        def make_message(partition: int, row: Row) -> Any:
+            return message_cls(id_cls(row[0], row[1]), partition, row[2], row[3])
+
+        self._make_message = make_message
+        self._empty_message = message_cls
+
+    # -- puts -----------------------------------------------------------------------------
+
+    def putMessage(self, queueName: Any, tMessage: Any) -> None:
+        self._put(queueName, None, [tMessage], "tMessage")
+
+    def putMessages(self, queueName: Any, tMessages: Any) -> None:
+        self._put(queueName, None, tMessages, "tMessages")
+
+    def putMessageWithPid(self, queueName: Any, partitionID: Any, tMessage: Any) -> None:
+        self._put(queueName, partitionID, [tMessage], "tMessage")
+
+    def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
+        self._put(queueName, partitionID, tMessages, "tMessages")
+
+    def _put(self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str) -> None:
+        meta = self._queue(raw_queue, writable=True)
+        if messages is None or (argument == "tMessage" and messages[0] is None):
+            raise InvalidArgument(argument, "must be set")
+        if len(messages) > self.limits.max_batch_messages:
+            raise InvalidArgument(
+                argument,
+                f"{len(messages)} messages; at most {self.limits.max_batch_messages} per call",
+            )
+        n_partitions = meta.partitions
+        if raw_pid is not None:
+            forced = validation.partition(raw_pid, n_partitions)
+        else:
+            forced = None
+        default = forced if forced is not None else random.randrange(n_partitions)
+        groups: dict[int, list[tuple[bytes, bytes]]] = {}
+        max_value = self.limits.max_value_bytes
+        single = argument == "tMessage"
+        for i, m in enumerate(messages):
+            topic, value = m.topic, m.value
+            if not topic or len(topic) > 255 or value is None or len(value) > max_value:
+                self._reject(m, i, single, argument)
+            if type(topic) is not bytes:
+                topic = (
+                    topic.encode()
+                    if isinstance(topic, str)
+                    else self._reject(m, i, single, argument)
+                )
+            if type(value) is not bytes:
+                value = (
+                    value.encode()
+                    if isinstance(value, str)
+                    else self._reject(m, i, single, argument)
+                )
+            pid = m.partitionID
+            if forced is not None or pid is None:
+                pid = default
+            elif not (type(pid) is int and 0 <= pid < n_partitions):
+                validation.partition(
+                    pid, n_partitions, self._where(argument, i, single, "partitionID")
+                )
+            group = groups.get(pid)
+            if group is None:
+                group = groups[pid] = []
+            group.append((topic, value))
+        entries: list[PutEntry] = []
+        for pid, group in groups.items():
+            ts, seq = self._allocator(meta, pid).allocate(len(group))
+            if seq + len(group) <= MAX_SEQUENCE + 1:
+                entries.extend(
+                    [PutEntry(encode(pid, ts, s), t, v) for s, (t, v) in enumerate(group, seq)]
+                )
+            else:
+                span = MAX_SEQUENCE + 1
+                entries.extend(
+                    PutEntry(encode(pid, ts + (seq + k) // span, (seq + k) % span), t, v)
+                    for k, (t, v) in enumerate(group)
+                )
+        self.store.put(meta, entries)
+
+    def _reject(self, m: Any, i: int, single: bool, argument: str) -> Any:
+        topic, value = m.topic, m.value
+        if not topic:
+            raise InvalidArgument(self._where(argument, i, single, "topic"), "must not be empty")
+        if not isinstance(topic, (bytes, str)) or len(topic) > 255:
+            raise InvalidArgument(
+                self._where(argument, i, single, "topic"),
+                f"must be 1..255 bytes, got {len(topic) if isinstance(topic, (bytes, str)) else type(topic).__name__}",
+            )
+        if value is None:
+            raise InvalidArgument(
+                self._where(argument, i, single, "value"), "must be set (it may be empty)"
+            )
+        if not isinstance(value, (bytes, str)) or len(value) > self.limits.max_value_bytes:
+            raise InvalidArgument(
+                self._where(argument, i, single, "value"),
+                f"{len(value)} bytes is over the limit of {self.limits.max_value_bytes} bytes",
+            )
+        raise InvalidArgument(self._where(argument, i, single, ""), "is malformed")
+
+    @staticmethod
+    def _where(argument: str, i: int, single: bool, field: str) -> str:
+        base = argument if single else f"{argument}[{i}]"
+        return f"{base}.{field}" if field else base
+
+    def _allocator(self, meta: QueueMeta, partition: int) -> PartitionIdAllocator:
+        slot = (meta.name, partition)
+        alloc = self._allocators.get(slot)
+        if alloc is None:
+            # Seeded from the newest stored row, so ids keep increasing across restarts.
+            alloc = self._allocators[slot] = PartitionIdAllocator(
+                self.store.last_id(meta, partition)
+            )
+        return alloc
+
+    # -- scans ----------------------------------------------------------------------------
+
+    def messageScannerOpen(self, queueName: Any, partitionID: Any, messageScan: Any) -> int:
+        meta = self._queue(queueName)
+        p = validation.partition(partitionID, meta.partitions)
+        return self._open(meta, [p], messageScan)
+
+    def queueScannerOpen(self, queueName: Any, messageScan: Any) -> int:
+        meta = self._queue(queueName)
+        return self._open(meta, list(range(meta.partitions)), messageScan)
+
+    def combinedScannerOpen(self, queueName: Any, partitionIDs: Any, messageScan: Any) -> int:
+        meta = self._queue(queueName)
+        if not partitionIDs:
+            raise InvalidArgument("partitionIDs", "must list at least one partition")
+        partitions = sorted(
+            {
+                validation.partition(p, meta.partitions, f"partitionIDs[{i}]")
+                for i, p in enumerate(partitionIDs)
+            }
+        )
+        return self._open(meta, partitions, messageScan)
+
+    def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
+        spec = self._scan_spec(raw)
+        return self.scanners.add(Scanner(self.store, meta, partitions, spec, self._make_message))
+
+    def _scan_spec(self, raw: Any) -> ScanSpec:
+        if raw is None:
+            return ScanSpec(None, None, None, False, self.limits.default_caching)
+        start = validation.message_id(raw.startMessageID, "messageScan.startMessageID")
+        stop = validation.message_id(raw.stopMessageID, "messageScan.stopMessageID")
+        reverse = bool(raw.reversed)
+        if start is not None and stop is not None:
+            if (stop < start) if not reverse else (stop > start):
+                order = "older" if reverse else "newer"
+                raise InvalidArgument(
+                    "messageScan.stopMessageID",
+                    f"must be {order} than startMessageID"
+                    + ("" if reverse else " (set reversed to scan newest first)"),
+                )
+        topics = None
+        if raw.topics:
+            for i, t in enumerate(raw.topics):
+                if not t or len(t) > 255:
+                    raise InvalidArgument(f"messageScan.topics[{i}]", "must be 1..255 bytes")
+            topics = frozenset(t.encode() if isinstance(t, str) else t for t in raw.topics)
+        caching = raw.caching
+        if caching is None or caching < 1:
+            caching = self.limits.default_caching
+        caching = min(caching, self.limits.max_list_messages)
+        return ScanSpec(start, stop, topics, reverse, caching)
+
+    def messageScannerGet(self, id: Any) -> Any:
+        scanner = self.scanners.get(id)
+        batch = self._read(scanner, 1)
+        return batch[0] if batch else self._empty_message()
+
+    def messageScannerGetList(self, id: Any, nbMessages: Any) -> list[Any]:
+        n = validation.batch_size(nbMessages, self.limits.max_list_messages)
+        scanner = self.scanners.get(id)
+        batch = self._read(scanner, n)
+        if not batch:
+            self.scanners.finish(id, "it reached its end")
+        return batch
+
+    def _read(self, scanner: Scanner, n: int) -> list[Any]:
+        if scanner.busy:
+            raise InvalidArgument("id", "the scanner is in use by another call")
+        scanner.busy = True
+        try:
+            return scanner.next_batch(n, self.limits.max_response_bytes)
+        finally:
+            scanner.busy = False
+
+    def messageScannerClose(self, id: Any) -> None:
+        self.scanners.close(id)
+
+    # -- locations and admin --------------------------------------------------------------
+
+    def getQueueLocations(self, queueName: Any) -> list[bytes]:
+        meta = self._queue(queueName, enabled=False)
+        address = self.advertise.encode()
+        return [address] * meta.partitions
+
+    def createQueue(
+        self, queueName: Any, partitionCount: Any, ttlSeconds: Any, config: Any
+    ) -> None:
+        name = validation.queue_name(queueName)
+        partitions = validation.partition_count(partitionCount)
+        ttl = validation.ttl_seconds(ttlSeconds)
+        cfg = validation.queue_config(config, partitions)
+        meta = self.store.create_queue(QueueMeta(name, partitions, ttl, True, cfg))
+        log.info("created queue %s (%d partitions, ttl %d s)", name, partitions, ttl)
+        self._forget(meta.name)
+
+    def deleteQueue(self, queueName: Any) -> None:
+        meta = self._queue(queueName, enabled=False)
+        self.store.delete_queue(meta.name)
+        self._forget(meta.name)
+        log.info("deleted queue %s", meta.name)
+
+    def truncateQueue(self, queueName: Any) -> None:
+        # The allocators are kept: ids go on increasing after a truncate.
+        meta = self._queue(queueName, enabled=False)
+        self.store.truncate_queue(meta.name)
+        log.info("truncated queue %s", meta.name)
+
+    def disableQueue(self, queueName: Any) -> None:
+        self.store.set_enabled(self._queue(queueName, enabled=False).name, False)
+
+    def enableQueue(self, queueName: Any) -> None:
+        self.store.set_enabled(self._queue(queueName, enabled=False).name, True)
+
+    def listQueues(self) -> list[Any]:
+        info = self._t.TQueueInfo
+        return [
+            info(m.name.encode(), m.partitions, m.ttl_seconds, m.enabled, dict(m.config))
+            for m in self.store.list_queues()
+        ]
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _queue(self, raw: Any, *, writable: bool = False, enabled: bool = True) -> QueueMeta:
+        name = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        meta = self.store.get_queue(name) if isinstance(name, str) else None
+        if meta is None:
+            validation.queue_name(raw)
+            raise InvalidArgument("queueName", f"queue '{name}' does not exist")
+        if (enabled or writable) and not meta.enabled:
+            raise InvalidArgument("queueName", f"queue '{name}' is disabled")
+        return meta
+
+    def _forget(self, name: str) -> None:
+        for slot in [s for s in self._allocators if s[0] == name]:
+            del self._allocators[slot]

@@ -1,0 +1,119 @@
+"""The one storage interface of the gateway; the service never knows which backend it has.
+
+Every backend stores the same bytes (see :mod:`gateway.rowkey`): a queue is a table, a message
+is a row keyed by partition + MessageID, the topic is the column and the body its value.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from ..rowkey import MessageId
+
+
+@dataclass(frozen=True)
+class QueueMeta:
+    """What the store knows about a queue. ``generation`` changes when the queue is truncated
+    or re-created, so scanners opened before can tell that their data is gone."""
+
+    name: str
+    partitions: int
+    ttl_seconds: int
+    enabled: bool = True
+    config: dict[str, str] = field(default_factory=dict)
+    generation: int = 0
+
+    def with_changes(self, **changes: object) -> QueueMeta:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+class Row(NamedTuple):
+    """A stored message as a scan returns it."""
+
+    timestamp: int
+    sequence: int
+    topic: bytes
+    value: bytes
+
+
+class PutEntry(NamedTuple):
+    """A message to store: its full row key, topic and body."""
+
+    key: bytes
+    topic: bytes
+    value: bytes
+
+
+class ScanResult(NamedTuple):
+    rows: list[Row]
+    # The last row key the store looked at (matching or not), or None when the range is
+    # exhausted. The next scan continues strictly after it (before it, when reversed).
+    resume_after: bytes | None
+
+
+class PartitionStore(abc.ABC):
+    """Queues, their metadata, and the rows of their partitions.
+
+    Lifecycle: ``start()`` before use, ``stop()`` once (it flushes and releases files).
+    Every method may raise :class:`gateway.errors.StoreError` for faults of the store.
+    """
+
+    def start(self) -> None:  # noqa: B027 - optional hook
+        """Opens files and connections and starts background work."""
+
+    @abc.abstractmethod
+    def stop(self) -> None:
+        """Stops background work and closes the store; pending writes are completed first."""
+
+    # -- metadata -------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def list_queues(self) -> list[QueueMeta]: ...
+
+    @abc.abstractmethod
+    def get_queue(self, name: str) -> QueueMeta | None: ...
+
+    @abc.abstractmethod
+    def create_queue(self, meta: QueueMeta) -> QueueMeta:
+        """Creates the queue; raises InvalidArgument if it exists."""
+
+    @abc.abstractmethod
+    def delete_queue(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def truncate_queue(self, name: str) -> QueueMeta:
+        """Deletes every message, keeps the partition layout; returns the new metadata."""
+
+    @abc.abstractmethod
+    def set_enabled(self, name: str, enabled: bool) -> QueueMeta: ...
+
+    # -- data -----------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def last_id(self, queue: QueueMeta, partition: int) -> MessageId | None:
+        """The newest stored MessageID of a partition (expired or not), or None if empty."""
+
+    @abc.abstractmethod
+    def put(self, queue: QueueMeta, entries: Sequence[PutEntry]) -> None:
+        """Stores the entries; returns once they are durable. Entries of one partition must
+        arrive in key order, and later calls never carry smaller keys for a partition."""
+
+    @abc.abstractmethod
+    def scan(
+        self,
+        queue: QueueMeta,
+        partition: int,
+        lower: bytes,
+        upper: bytes,
+        *,
+        reverse: bool,
+        topics: Collection[bytes] | None,
+        limit: int,
+    ) -> ScanResult:
+        """Up to ``limit`` rows with ``lower <= key < upper`` of one partition, in key order
+        (descending when ``reverse``), keeping only ``topics`` when given. The store may stop
+        early (after examining a bounded number of rows) and says where via ``resume_after``.
+        Only durable rows are returned."""

@@ -1,0 +1,124 @@
+/**
+ * hqueue gateway contract.
+ *
+ * The names, types and field ids of the seed (Taobao HQueue, section 3.5.5 and 4.5) are kept
+ * exactly; clients in every language depend on them. New methods may be appended; existing
+ * ones never change.
+ *
+ * Units: timestamps are milliseconds since the Unix epoch; TTLs are seconds.
+ */
+namespace py hqueue_thrift.gateway
+namespace cpp hqueue
+namespace php HQueue
+namespace java com.hqueue.thrift.generated
+
+typedef binary Text
+typedef i32 ScannerID
+
+/** MessageID: unique and strictly increasing within a partition. */
+struct TMessageID {
+  1: i64 timestamp,
+  2: i16 sequenceID
+}
+
+/** A message. id and partitionID are set by the gateway on every returned message. */
+struct TMessage {
+  1: optional TMessageID id,
+  2: optional i16 partitionID,
+  3: binary topic,
+  4: binary value
+}
+
+/**
+ * What a scanner reads: startMessageID inclusive, stopMessageID exclusive (in the order of the
+ * scan: with reversed, start is the newest end), only the listed topics (none = all), newest
+ * first when reversed, and caching as a hint for how many messages to read ahead.
+ */
+struct TMessageScan {
+  1: optional TMessageID startMessageID,
+  2: optional TMessageID stopMessageID,
+  3: optional list<Text> topics,
+  4: optional bool reversed,
+  5: optional i32 caching
+}
+
+struct TQueueInfo {
+  1: Text name,
+  2: i16 partitionCount,
+  3: i32 ttlSeconds,
+  4: bool enabled,
+  5: map<string, string> config
+}
+
+/** Our fault or the store's: retrying later may succeed. */
+exception IOError {
+  1: string message
+}
+
+/** The caller's fault: the message names the argument and says what is wrong. */
+exception IllegalArgument {
+  1: string message
+}
+
+service HQueueService {
+  /** Opens a scanner on one partition. */
+  ScannerID messageScannerOpen(1: Text queueName, 2: i16 partitionID, 3: TMessageScan messageScan)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** The next message; an empty TMessage (id unset) at the end. */
+  TMessage messageScannerGet(1: ScannerID id)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Up to nbMessages messages; an empty list at the end, which also frees the scanner. */
+  list<TMessage> messageScannerGetList(1: ScannerID id, 2: i32 nbMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void messageScannerClose(1: ScannerID id)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Puts one message on a random partition (or tMessage.partitionID when set). */
+  void putMessage(1: Text queueName, 2: TMessage tMessage)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Puts a batch in order: a message's own partitionID when set, else one random partition. */
+  void putMessages(1: Text queueName, 2: list<TMessage> tMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void putMessageWithPid(1: Text queueName, 2: i16 partitionID, 3: TMessage tMessage)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void putMessagesWithPid(1: Text queueName, 2: i16 partitionID, 3: list<TMessage> tMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** host:port of the gateway serving each partition, in partition order. */
+  list<Text> getQueueLocations(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Opens a scanner over all partitions, merged in MessageID order. */
+  ScannerID queueScannerOpen(1: Text queueName, 2: TMessageScan messageScan)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Opens a scanner over the listed partitions, merged in MessageID order. */
+  ScannerID combinedScannerOpen(1: Text queueName, 2: list<i16> partitionIDs, 3: TMessageScan messageScan)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void createQueue(1: Text queueName, 2: i16 partitionCount, 3: i32 ttlSeconds, 4: map<string, string> config)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void deleteQueue(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Deletes every message and keeps the partition layout. */
+  void truncateQueue(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** A disabled queue refuses puts and scans until enabled again. */
+  void disableQueue(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  void enableQueue(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  list<TQueueInfo> listQueues()
+      throws (1: IOError io, 2: IllegalArgument ia)
+}
