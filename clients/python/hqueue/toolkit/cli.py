@@ -1,0 +1,257 @@
+"""``hqueue``: the HQueue Toolkit on the command line (seed 4.1).
+
+Every shell command is also a one-shot subcommand::
+
+    hqueue create q1 32 86400 --config hbase.hqueue.partitionsPerRegion=4
+    hqueue put q1 clicks '{"id": 1}' --partition 3
+    hqueue tail q1 3 -n 20 --follow
+    hqueue shell
+
+Exit codes: 0 success, 1 the request was refused (IllegalArgument, unknown queue), 2 usage or
+parse error, 3 no gateway, a transport error or the gateway's own failure (IOError).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hqueue.protocol import parse_address
+from hqueue.toolkit import commands
+from hqueue.toolkit.commands import EXIT_OK, EXIT_USAGE, Client
+from hqueue.toolkit.shell import Shell
+
+DEFAULT_GATEWAY = "127.0.0.1:9190"
+FOLLOW_INTERVAL = 0.5  # seconds between polls of `tail --follow`
+
+
+def _config_item(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _add_connection_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    # The options are accepted before and after the subcommand; on subparsers they default to
+    # SUPPRESS so that a value given before the subcommand is not overwritten.
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    group = parser.add_argument_group("gateway connection")
+    group.add_argument(
+        "--gateway",
+        metavar="HOST:PORT",
+        default=default(os.environ.get("HQUEUE_GATEWAY") or DEFAULT_GATEWAY),
+        help=f"gateway address (default: $HQUEUE_GATEWAY or {DEFAULT_GATEWAY})",
+    )
+    group.add_argument(
+        "--framed",
+        action="store_true",
+        default=default(False),
+        help="framed transport (default buffered)",
+    )
+    group.add_argument(
+        "--compact",
+        action="store_true",
+        default=default(False),
+        help="compact protocol (default binary)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=default(30.0),
+        help="socket timeout in seconds (default 30)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="hqueue",
+        description="HQueue Toolkit: manage queues and read/write messages through a gateway.",
+        epilog="Exit codes: 0 ok, 1 refused by the gateway, 2 usage error, 3 gateway unavailable.",
+    )
+    _add_connection_options(parser, defaults=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def add(name: str, help_: str, aliases: Sequence[str] = ()) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_, aliases=list(aliases))
+        p.set_defaults(command=name)
+        _add_connection_options(p, defaults=False)
+        return p
+
+    p = add("create", "create a queue")
+    p.add_argument("queue")
+    p.add_argument("partitions", type=int, help="number of partitions")
+    p.add_argument("ttl", type=int, help="time to live of a message, in seconds")
+    p.add_argument(
+        "-c",
+        "--config",
+        action="append",
+        type=_config_item,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a configuration entry, e.g. hbase.hqueue.partitionsPerRegion=4 (repeatable)",
+    )
+    add("describe", "show a queue's partitions, ttl, state and configuration").add_argument("queue")
+    add("list", "list all queues")
+    add("disable", "disable a queue (puts and scans are refused)").add_argument("queue")
+    add("enable", "enable a disabled queue").add_argument("queue")
+    add("drop", "delete a queue and all its messages").add_argument("queue")
+    add(
+        "truncate_queue", "delete every message, keeping the partitions", aliases=["truncate"]
+    ).add_argument("queue")
+
+    p = add("put", "put one message")
+    p.add_argument("queue")
+    p.add_argument("topic")
+    p.add_argument("value", help="the message body; '-' reads it from stdin as bytes")
+    p.add_argument("-p", "--partition", type=int, help="partition (default: a random one)")
+
+    p = add("tail", "print the newest messages of a partition, newest first")
+    p.add_argument("queue")
+    p.add_argument("partition", type=int)
+    p.add_argument(
+        "-n",
+        "--count",
+        type=int,
+        default=commands.DEFAULT_TAIL_COUNT,
+        help=f"how many messages (default {commands.DEFAULT_TAIL_COUNT})",
+    )
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="print the last COUNT oldest first, then new messages as they arrive, until Ctrl-C",
+    )
+    p.add_argument(
+        "--max-value",
+        type=int,
+        default=commands.DEFAULT_VALUE_LIMIT,
+        metavar="CHARS",
+        help=f"truncate values longer than this (0: never; default {commands.DEFAULT_VALUE_LIMIT})",
+    )
+
+    add("locations", "the gateway serving each partition").add_argument("queue")
+    add("shell", "start the interactive HQueue Shell (reads stdin when it is not a terminal)")
+    return parser
+
+
+class _StdoutClosed(Exception):
+    """Whoever reads our output went away (``hqueue tail ... | head``)."""
+
+
+def _print(text: str | None) -> None:
+    if text:
+        try:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()  # `tail --follow` into a pipe must show messages as they come
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+
+
+def _follow(client: Client, args: argparse.Namespace) -> None:
+    recent = commands.tail(client, args.queue, args.partition, args.count)
+    recent.reverse()  # like tail -f: oldest first, new messages below
+    _print(commands.format_messages(recent, args.max_value))
+    last = commands.message_key(recent[-1]) if recent else None
+    while True:
+        batch = commands.read_after(client, args.queue, args.partition, last)
+        _print(commands.format_messages(batch, args.max_value))
+        if batch:
+            last = commands.message_key(batch[-1])
+        if len(batch) < commands.FOLLOW_BATCH:  # caught up: wait for new messages
+            time.sleep(FOLLOW_INTERVAL)
+
+
+def run_command(client: Client, args: argparse.Namespace) -> None:
+    """Run one subcommand (not ``shell``) and print its result."""
+    name = args.command
+    if name == "create":
+        _print(
+            commands.create_queue(client, args.queue, args.partitions, args.ttl, dict(args.config))
+        )
+    elif name == "describe":
+        _print(commands.format_queue_info(commands.describe_queue(client, args.queue)))
+    elif name == "list":
+        _print(commands.format_queue_table(commands.list_queues(client)))
+    elif name == "disable":
+        _print(commands.disable_queue(client, args.queue))
+    elif name == "enable":
+        _print(commands.enable_queue(client, args.queue))
+    elif name == "drop":
+        _print(commands.drop_queue(client, args.queue))
+    elif name == "truncate_queue":
+        _print(commands.truncate_queue(client, args.queue))
+    elif name == "put":
+        value = sys.stdin.buffer.read() if args.value == "-" else commands.to_bytes(args.value)
+        _print(
+            commands.put_message(
+                client, args.queue, commands.to_bytes(args.topic), value, args.partition
+            )
+        )
+    elif name == "tail":
+        if args.follow:
+            _follow(client, args)
+        else:
+            messages = commands.tail(client, args.queue, args.partition, args.count)
+            _print(commands.format_messages(messages, args.max_value))
+    elif name == "locations":
+        _print(commands.format_locations(commands.queue_locations(client, args.queue)))
+    else:  # pragma: no cover - argparse only lets known commands through
+        raise AssertionError(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hqueue`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    address = args.gateway
+    try:  # a malformed address is a usage error, found before any connection attempt
+        parse_address(address, argument="--gateway")
+    except ValueError as exc:
+        parser.error(str(exc))
+
+    def connect() -> Client:
+        return commands.open_client(
+            address, framed=args.framed, compact=args.compact, timeout=args.timeout
+        )
+
+    if args.command == "shell":
+        return Shell(connect, address).run()
+
+    client = None
+    try:
+        client = connect()
+        run_command(client, args)
+        return EXIT_OK
+    except KeyboardInterrupt:
+        # the normal way to stop `tail --follow`
+        return EXIT_OK if args.command == "tail" else 130
+    except _StdoutClosed:
+        # not our error; and keep Python from complaining again when it flushes at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as exc:
+        classified = commands.classify_error(exc, address)
+        if classified is None:
+            raise
+        code, message = classified
+        sys.stderr.write(f"error: {message}\n")
+        return code
+    finally:
+        if client is not None:
+            commands.close_client(client)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,384 @@
+"""The toolkit's operations, independent of any user interface.
+
+Each function takes a connected ``HQueueService`` client (see :func:`hqueue.protocol.connect`)
+and returns data or text; the shell and the command line only parse arguments and print.
+Server exceptions (``IllegalArgument``, ``IOError``, transport errors) pass through unchanged;
+mistakes caught before calling the gateway raise :class:`ToolkitError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
+
+from hqueue import protocol
+from hqueue.protocol import hqueue_thrift
+
+# exit codes shared by the command line and the shell
+EXIT_OK = 0
+EXIT_REFUSED = 1  # the gateway (or the toolkit on its behalf) said the request is wrong
+EXIT_USAGE = 2  # the command itself could not be understood
+EXIT_UNAVAILABLE = 3  # no gateway, a broken connection, or the gateway's own failure
+I16_MAX = 2**15 - 1
+I32_MAX = 2**31 - 1
+DEFAULT_TAIL_COUNT = 10
+DEFAULT_VALUE_LIMIT = 200  # characters shown of a value before truncating
+TOPIC_LIMIT = 64
+FOLLOW_BATCH = 1000  # messages read per poll while following
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+Client = Any  # a thriftpy2 HQueueService client (or a test double with the same methods)
+
+
+class ToolkitError(Exception):
+    """The user's mistake, found without asking the gateway (same exit code as IllegalArgument)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class GatewayUnavailable(Exception):
+    """The gateway at ``address`` could not be reached."""
+
+    def __init__(self, address: str, cause: BaseException) -> None:
+        super().__init__(f"cannot connect to gateway at {address}: {_cause_text(cause)}")
+        self.address = address
+        self.cause = cause
+
+
+def _cause_text(exc: BaseException) -> str:
+    return str(getattr(exc, "message", None) or exc or type(exc).__name__)
+
+
+def open_client(
+    address: str, *, framed: bool = False, compact: bool = False, timeout: float = 30.0
+) -> Client:
+    """A client connected to ``address`` (host:port); ``timeout`` in seconds.
+
+    Raises ValueError for a malformed address and GatewayUnavailable when nothing answers.
+    """
+    host, port = protocol.parse_address(address, argument="gateway")
+    try:
+        return protocol.connect(host, port, framed=framed, compact=compact, timeout=timeout)
+    except (TTransportException, OSError) as exc:
+        raise GatewayUnavailable(address, exc) from exc
+
+
+def close_client(client: Client) -> None:
+    """Close a client's connection, ignoring a connection that is already broken."""
+    close = getattr(client, "close", None)
+    if close is not None:
+        # a socket that is dead already is as closed as we wanted it
+        with contextlib.suppress(TTransportException, OSError):
+            close()
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """True when the connection can no longer be trusted and must be rebuilt."""
+    return isinstance(exc, (TTransportException, OSError, EOFError, GatewayUnavailable))
+
+
+def classify_error(exc: BaseException, address: str) -> tuple[int, str] | None:
+    """(exit code, message) for an expected failure, None for anything else (a bug)."""
+    t = hqueue_thrift()
+    hint = "is hqueue-gateway running?"
+    if isinstance(exc, (t.IllegalArgument, ToolkitError)):
+        return EXIT_REFUSED, exc.message
+    if isinstance(exc, t.IOError):
+        return EXIT_UNAVAILABLE, f"gateway at {address} failed: {exc.message}"
+    if isinstance(exc, GatewayUnavailable):
+        return EXIT_UNAVAILABLE, f"cannot connect to gateway at {exc.address} ({hint})"
+    if isinstance(exc, TApplicationException):
+        return EXIT_UNAVAILABLE, f"gateway at {address} failed: {_cause_text(exc)}"
+    if isinstance(exc, (TTransportException, OSError, EOFError)):
+        # connected, then cut off: a stopped gateway, or --framed/--compact not matching it
+        return (
+            EXIT_UNAVAILABLE,
+            f"connection to gateway at {address} failed: {_cause_text(exc)} "
+            f"({hint} do --framed/--compact match its flags?)",
+        )
+    return None
+
+
+def _check_range(argument: str, value: int, low: int, high: int) -> None:
+    # the Thrift types are i16/i32: out-of-range ints would fail deep in the encoder instead
+    if not low <= value <= high:
+        raise ToolkitError(f"'{argument}' must be between {low} and {high}, got {value}")
+
+
+def _name(queue: str) -> bytes:
+    if not queue:
+        raise ToolkitError("'queue_name' must not be empty")
+    return to_bytes(queue)
+
+
+def to_bytes(text: str) -> bytes:
+    """UTF-8, except that the parser's escapes for raw bytes (``\\xff``) stay raw bytes."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+# -- queue administration ------------------------------------------------------------------
+
+
+def create_queue(
+    client: Client,
+    queue: str,
+    partition_count: int,
+    ttl_seconds: int,
+    config: Mapping[str, str] | None = None,
+) -> str:
+    """Create a queue; ``ttl_seconds`` in seconds. Returns a confirmation line."""
+    _check_range("partition_count", partition_count, 1, I16_MAX)
+    _check_range("ttl", ttl_seconds, 0, I32_MAX)
+    conf = {str(k): str(v) for k, v in (config or {}).items()}
+    for key, value in conf.items():
+        try:  # config is map<string, string>: text only, unlike names and values
+            key.encode("utf-8")
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolkitError(f"config {key!r} must be text, not raw bytes") from None
+    client.createQueue(_name(queue), partition_count, ttl_seconds, conf)
+    extra = f", config {format_config_inline(conf)}" if conf else ""
+    return f"created queue '{queue}' with {partition_count} partitions, ttl {ttl_seconds}s{extra}"
+
+
+def drop_queue(client: Client, queue: str) -> str:
+    """Delete a queue and all its messages."""
+    client.deleteQueue(_name(queue))
+    return f"dropped queue '{queue}'"
+
+
+def truncate_queue(client: Client, queue: str) -> str:
+    """Delete every message of a queue, keeping its partitions (seed 4.1 (2))."""
+    client.truncateQueue(_name(queue))
+    return f"truncated queue '{queue}'"
+
+
+def disable_queue(client: Client, queue: str) -> str:
+    """Disable a queue: puts and scans are refused until it is enabled."""
+    client.disableQueue(_name(queue))
+    return f"disabled queue '{queue}'"
+
+
+def enable_queue(client: Client, queue: str) -> str:
+    """Enable a disabled queue."""
+    client.enableQueue(_name(queue))
+    return f"enabled queue '{queue}'"
+
+
+def list_queues(client: Client) -> list[Any]:
+    """Every queue's TQueueInfo, sorted by name."""
+    return sorted(client.listQueues(), key=lambda info: info.name or b"")
+
+
+def describe_queue(client: Client, queue: str) -> Any:
+    """The TQueueInfo of one queue; ToolkitError when there is no such queue."""
+    # the contract has no per-queue call: listQueues is the one source of queue metadata
+    wanted = _name(queue)
+    for info in client.listQueues():
+        if info.name == wanted:
+            return info
+    raise ToolkitError(f"queue '{queue}' does not exist")
+
+
+def queue_locations(client: Client, queue: str) -> list[str]:
+    """host:port of the gateway serving each partition, in partition order."""
+    return [_text(loc) for loc in client.getQueueLocations(_name(queue))]
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def put_message(
+    client: Client, queue: str, topic: bytes, value: bytes, partition: int | None = None
+) -> str:
+    """Put one message, on ``partition`` or (None) a partition the gateway picks."""
+    t = hqueue_thrift()
+    message = t.TMessage(topic=topic, value=value)
+    if partition is None:
+        client.putMessage(_name(queue), message)
+        where = "a random partition"
+    else:
+        _check_range("partition", partition, 0, I16_MAX)
+        client.putMessageWithPid(_name(queue), partition, message)
+        where = f"partition {partition}"
+    unit = "byte" if len(value) == 1 else "bytes"
+    return f"put {len(value)} {unit} on {where} of queue '{queue}'"
+
+
+def _read(client: Client, queue: str, partition: int, scan: Any, limit: int) -> list[Any]:
+    """Up to ``limit`` messages of one scan; the scanner is always released."""
+    sid = client.messageScannerOpen(_name(queue), partition, scan)
+    messages: list[Any] = []
+    exhausted = False
+    try:
+        while len(messages) < limit:
+            batch = client.messageScannerGetList(sid, limit - len(messages))
+            if not batch:
+                exhausted = True  # an empty list also freed the scanner on the gateway
+                break
+            messages.extend(batch)
+    finally:
+        if not exhausted:
+            try:
+                client.messageScannerClose(sid)
+            except hqueue_thrift().IllegalArgument:
+                pass  # already gone (expired): nothing left to release
+    return messages[:limit]
+
+
+def tail(client: Client, queue: str, partition: int, count: int = DEFAULT_TAIL_COUNT) -> list[Any]:
+    """The ``count`` newest messages of a partition, newest first."""
+    _check_range("partition", partition, 0, I16_MAX)
+    _check_range("count", count, 1, I32_MAX)
+    scan = hqueue_thrift().TMessageScan(reversed=True, caching=min(count, FOLLOW_BATCH))
+    return _read(client, queue, partition, scan, count)
+
+
+def message_key(message: Any) -> tuple[int, int]:
+    """A message's MessageID as a comparable (timestamp ms, sequenceID)."""
+    return (message.id.timestamp, message.id.sequenceID)
+
+
+def read_after(
+    client: Client,
+    queue: str,
+    partition: int,
+    after: tuple[int, int] | None,
+    limit: int = FOLLOW_BATCH,
+) -> list[Any]:
+    """Up to ``limit`` messages newer than MessageID ``after`` (None: from the oldest), oldest
+    first."""
+    _check_range("partition", partition, 0, I16_MAX)
+    t = hqueue_thrift()
+    start = None if after is None else t.TMessageID(timestamp=after[0], sequenceID=after[1])
+    scan = t.TMessageScan(startMessageID=start, reversed=False, caching=min(limit, FOLLOW_BATCH))
+    # the start is inclusive: read one more and drop the message already seen
+    messages = _read(client, queue, partition, scan, limit + (after is not None))
+    if after is not None:
+        messages = [m for m in messages if message_key(m) > after]
+    return messages[:limit]
+
+
+# -- formatting --------------------------------------------------------------------------------
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(value)
+
+
+def render_bytes(data: bytes | str | None, limit: int = DEFAULT_VALUE_LIMIT) -> str:
+    """Bytes for a one-line display: UTF-8 text with control characters escaped, anything
+    else as a bytes repr; longer than ``limit`` characters (0 = no limit) is cut with a note."""
+    if data is None:
+        return ""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        text = raw.decode("utf-8")
+        # keep one message on one line and make invisible characters visible
+        shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    except UnicodeDecodeError:
+        shown = repr(raw)
+    if limit and len(shown) > limit:
+        return f"{shown[:limit]}... ({len(raw)} bytes)"
+    return shown
+
+
+def format_timestamp(millis: int) -> str:
+    """Milliseconds since the epoch as ISO-8601 UTC with milliseconds."""
+    try:
+        moment = _EPOCH + datetime.timedelta(milliseconds=millis)
+    except OverflowError:
+        return str(millis)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def format_message(message: Any, value_limit: int = DEFAULT_VALUE_LIMIT) -> str:
+    """``partition  timestamp  seq  topic  value`` on one line."""
+    mid = message.id
+    stamp = format_timestamp(mid.timestamp) if mid is not None else "-"
+    seq = str(mid.sequenceID) if mid is not None else "-"
+    pid = "-" if message.partitionID is None else str(message.partitionID)
+    topic = render_bytes(message.topic, TOPIC_LIMIT)
+    value = render_bytes(message.value, value_limit)
+    return f"{pid}  {stamp}  {seq}  {topic}  {value}"
+
+
+def format_messages(messages: Iterable[Any], value_limit: int = DEFAULT_VALUE_LIMIT) -> str:
+    return "\n".join(format_message(m, value_limit) for m in messages)
+
+
+def format_config_inline(config: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"'{k}' => '{v}'" for k, v in sorted(config.items())) + "}"
+
+
+def format_ttl(seconds: int) -> str:
+    """86400 -> '86400 (1d)': the raw seconds plus a human reading."""
+    if seconds <= 0:
+        return str(seconds)
+    parts = []
+    rest = seconds
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return f"{seconds} ({' '.join(parts)})"
+
+
+def format_queue_table(infos: Iterable[Any]) -> str:
+    """A table of name, partitions, ttl (seconds) and enabled, one queue per row."""
+    header = ("NAME", "PARTITIONS", "TTL", "ENABLED")
+    rows = [
+        (
+            render_bytes(info.name, 0),
+            str(info.partitionCount),
+            str(info.ttlSeconds),
+            "true" if info.enabled else "false",
+        )
+        for info in infos
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.append(f"{len(rows)} queue(s)")
+    return "\n".join(lines)
+
+
+def format_queue_info(info: Any) -> str:
+    """Every TQueueInfo field, the config one key per line."""
+    lines = [
+        f"name:            {render_bytes(info.name, 0)}",
+        f"partitionCount:  {info.partitionCount}",
+        f"ttlSeconds:      {format_ttl(info.ttlSeconds or 0)}",
+        f"enabled:         {'true' if info.enabled else 'false'}",
+    ]
+    config = info.config or {}
+    if not config:
+        lines.append("config:          {}")
+    else:
+        lines.append("config:")
+        width = max(len(k) for k in config)
+        lines.extend(f"  {k.ljust(width)} = {v}" for k, v in sorted(config.items()))
+    return "\n".join(lines)
+
+
+def format_locations(locations: list[str]) -> str:
+    """``partition  host:port`` per line."""
+    width = len(str(max(len(locations) - 1, 0)))
+    return "\n".join(f"{pid:>{width}}  {loc}" for pid, loc in enumerate(locations))

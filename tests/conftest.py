@@ -1,0 +1,191 @@
+"""Shared fixtures: real gateway processes on free ports, each with its own data dir.
+
+The gateway is started the way a user starts it (the ``hqueue-gateway`` entry point, as a
+separate process). Readiness is polled, never slept for. A failing test gets the gateway's log
+appended to its report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hqueue.protocol import connect, hqueue_thrift
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until(
+    predicate: Any, timeout: float = 15.0, interval: float = 0.02, what: str = ""
+) -> Any:
+    """Polls ``predicate`` until it returns a truthy value; fails the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the thing polled may not be up yet
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}: {last_exc}")
+
+
+class GatewayProcess:
+    """A gateway running as its own process: ``hqueue-gateway --port P --data-dir D ...``."""
+
+    def __init__(self, data_dir: Path, log_path: Path, *flags: str, port: int | None = None):
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.flags = list(flags)
+        self.host = "127.0.0.1"
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.framed = "--framed" in flags
+        self.compact = "--compact" in flags
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> GatewayProcess:
+        cmd = [
+            sys.executable, "-m", "gateway",
+            "--host", self.host, "--port", str(self.port),
+            "--data-dir", str(self.data_dir), *self.flags,
+        ]  # fmt: skip
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        log.close()
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
+            with socket.create_connection((self.host, self.port), timeout=0.5):
+                return True
+
+        wait_until(ready, timeout, what=f"gateway on {self.address}")
+        return self
+
+    def client(self, timeout: float = 30.0) -> Any:
+        return connect(
+            self.host, self.port, framed=self.framed, compact=self.compact, timeout=timeout
+        )
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"gateway ignored SIGTERM for {timeout} s:\n{self.log()}"
+            ) from None
+
+    def kill(self) -> None:
+        """kill -9: no chance to flush anything."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20_000:]
+        except FileNotFoundError:
+            return "(no log)"
+
+
+class GatewayFactory:
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.started: list[GatewayProcess] = []
+
+    def __call__(
+        self, *flags: str, data_dir: Path | None = None, port: int | None = None
+    ) -> GatewayProcess:
+        n = len(self.started)
+        data_dir = data_dir or self.tmp_path / f"data{n}"
+        gw = GatewayProcess(data_dir, self.tmp_path / f"gateway{n}.log", *flags, port=port)
+        self.started.append(gw)
+        return gw.start()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {gw.log_path} ---\n{gw.log()}" for gw in self.started)
+
+    def close(self) -> None:
+        for gw in self.started:
+            with contextlib.suppress(Exception):
+                gw.stop(timeout=10)
+            gw.kill()
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        factory = getattr(item, "_gateway_factory", None)
+        if factory is not None:
+            report.sections.append(("gateway logs", factory.logs()))
+
+
+@pytest.fixture
+def start_gateway(request: Any, tmp_path: Path) -> Iterator[GatewayFactory]:
+    """Starts gateways: ``start_gateway("--framed", data_dir=...)`` -> GatewayProcess."""
+    factory = GatewayFactory(tmp_path)
+    request.node._gateway_factory = factory
+    yield factory
+    factory.close()
+
+
+@pytest.fixture
+def gateway(start_gateway: GatewayFactory) -> GatewayProcess:
+    """One gateway with default flags (buffered, binary) and a fresh data dir."""
+    return start_gateway()
+
+
+@pytest.fixture
+def client(gateway: GatewayProcess) -> Iterator[Any]:
+    c = gateway.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def queue_name() -> str:
+    return f"q_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def T() -> Any:
+    return hqueue_thrift()
+
+
+def pytest_configure(config: Any) -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")

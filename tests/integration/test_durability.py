@@ -1,0 +1,127 @@
+"""Durability, restarts and TTL, against gateway processes that are killed and restarted."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from tests.conftest import wait_until
+from tests.integration.test_gateway_api import drain, key, msg
+
+
+def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name: str) -> None:
+    gw = start_gateway()
+    q = queue_name.encode()
+    gw.client().createQueue(q, 4, 3600, {})
+    acked: list[bytes] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def produce(n: int) -> None:
+        c = gw.client(timeout=5)
+        b = 0
+        try:
+            while not stop.is_set():
+                batch = [b"w%d-b%d-m%d" % (n, b, i) for i in range(100)]
+                c.putMessages(q, [msg(T, b"t", v) for v in batch])
+                with lock:
+                    acked.extend(batch)  # only what the gateway acknowledged
+                b += 1
+        except Exception:
+            pass  # the gateway is killed under us; unacknowledged batches may be lost
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    wait_until(lambda: len(acked) >= 5000, timeout=30, what="5000 acknowledged messages")
+    gw.kill()
+    stop.set()
+    for t in threads:
+        t.join(10)
+    with lock:
+        acknowledged = set(acked)
+
+    again = start_gateway(data_dir=gw.data_dir)
+    c = again.client()
+    stored = drain(c, c.queueScannerOpen(q, T.TMessageScan()))
+    values = {m.value for m in stored}
+    missing = acknowledged - values
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+    # ids after the restart continue above every stored id of the partition
+    newest = {p: max(key(m) for m in stored if m.partitionID == p) for p in range(4)}
+    for p in range(4):
+        c.putMessageWithPid(q, p, msg(T, b"t", b"after-restart"))
+        last = drain(c, c.messageScannerOpen(q, p, T.TMessageScan(reversed=True)), n=1)[0]
+        assert last.value == b"after-restart" and key(last) > newest[p]
+
+
+def test_clean_restart_keeps_queues_and_ids(start_gateway: Any, T: Any, queue_name: str) -> None:
+    gw = start_gateway()
+    q = queue_name.encode()
+    c = gw.client()
+    c.createQueue(q, 2, 3600, {"hbase.hqueue.partitionsPerRegion": "2"})
+    c.putMessagesWithPid(q, 0, [msg(T, b"t", b"%d" % i) for i in range(40_000)])
+    c.disableQueue(q)
+    assert gw.stop() == 0
+
+    gw2 = start_gateway(data_dir=gw.data_dir)
+    c = gw2.client()
+    info = next(i for i in c.listQueues() if i.name == q)
+    assert (info.partitionCount, info.enabled, info.config) == (
+        2,
+        False,
+        {"hbase.hqueue.partitionsPerRegion": "2"},
+    )
+    c.enableQueue(q)
+    stored = drain(c, c.messageScannerOpen(q, 0, T.TMessageScan()), n=10_000)
+    assert [m.value for m in stored] == [b"%d" % i for i in range(40_000)]
+    before = key(stored[-1])
+    c.putMessageWithPid(q, 0, msg(T, b"t", b"next"))
+    newest = drain(c, c.messageScannerOpen(q, 0, T.TMessageScan(reversed=True)), n=1)[0]
+    assert newest.value == b"next" and key(newest) > before
+
+
+def test_expired_messages_are_never_returned(start_gateway: Any, T: Any, queue_name: str) -> None:
+    gw = start_gateway("--ttl-sweep-interval", "3600")  # filtering alone, no deletion yet
+    c = gw.client()
+    q = queue_name.encode()
+    c.createQueue(q, 2, 1, {})
+    c.putMessagesWithPid(q, 1, [msg(T, b"t", b"old")] * 10)
+
+    def gone() -> bool:
+        return drain(c, c.queueScannerOpen(q, T.TMessageScan())) == []
+
+    wait_until(gone, timeout=10, interval=0.1, what="expiry after the 1 s TTL")
+    assert drain(c, c.messageScannerOpen(q, 1, T.TMessageScan(reversed=True))) == []
+    c.putMessageWithPid(q, 1, msg(T, b"t", b"fresh"))
+    assert [m.value for m in drain(c, c.queueScannerOpen(q, T.TMessageScan()))] == [b"fresh"]
+
+
+def test_expired_messages_are_deleted_from_disk(
+    start_gateway: Any, T: Any, queue_name: str
+) -> None:
+    gw = start_gateway("--ttl-sweep-interval", "0.2")
+    c = gw.client()
+    q = queue_name.encode()
+    c.createQueue(q, 3, 1, {})
+    for p in range(3):
+        c.putMessagesWithPid(q, p, [msg(T, b"t", b"x" * 1000)] * 500)
+    wait_until(lambda: _swept(gw.log()), timeout=15, what="a TTL sweep of the expired rows")
+    c.putMessageWithPid(q, 2, msg(T, b"t", b"keep"))  # fresh: the sweeps must leave it alone
+    c.close()
+    assert gw.stop() == 0
+
+    from rocksdict import Rdict
+
+    path = str(gw.data_dir / "rocksdb")
+    family = next(n for n in Rdict.list_cf(path) if n.startswith(queue_name + "@"))
+    db = Rdict(path)  # opens every column family as stored
+    try:
+        rows = [v for _, v in db.get_column_family(family).items()]
+    finally:
+        db.close()
+    assert [v[2:] for v in rows] == [b"keep"]  # value = topic length, topic, body
+
+
+def _swept(log: str) -> bool:
+    return "TTL sweep removed" in log

@@ -1,0 +1,74 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.ids import PartitionIdAllocator, expand
+from gateway.rowkey import MAX_SEQUENCE, MessageId
+
+
+class FakeClock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def ids_of(alloc: PartitionIdAllocator, count: int) -> list[tuple[int, int]]:
+    return expand(*alloc.allocate(count), count)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(-5_000, 5_000), st.integers(1, 70_000)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_ids_strictly_increase_whatever_the_clock_does(steps: list[tuple[int, int]]) -> None:
+    clock = FakeClock(1_700_000_000_000)
+    alloc = PartitionIdAllocator(None, clock)
+    previous = (-1, 0)
+    for clock_step, batch in steps:
+        clock.now += clock_step  # forward, backward or still
+        ids = ids_of(alloc, batch)
+        assert len(ids) == batch
+        for i in ids:
+            assert 0 <= i[1] <= MAX_SEQUENCE
+            assert i > previous
+            previous = i
+        assert alloc.last == MessageId(*previous)
+
+
+def test_more_than_32767_in_one_millisecond_borrows_the_next() -> None:
+    clock = FakeClock(1000)
+    alloc = PartitionIdAllocator(None, clock)
+    ids = ids_of(alloc, 40_000)
+    assert ids[0] == (1000, 0)
+    assert ids[MAX_SEQUENCE] == (1000, MAX_SEQUENCE)
+    assert ids[MAX_SEQUENCE + 1] == (1001, 0)
+    assert ids[-1] == (1001, 40_000 - MAX_SEQUENCE - 2)
+    # the clock has not moved: the next id continues after the borrowed millisecond
+    assert ids_of(alloc, 1) == [(1001, 40_000 - MAX_SEQUENCE - 1)]
+
+
+def test_clock_stepping_back_keeps_counting() -> None:
+    clock = FakeClock(5000)
+    alloc = PartitionIdAllocator(None, clock)
+    assert ids_of(alloc, 2) == [(5000, 0), (5000, 1)]
+    clock.now = 10  # NTP step back
+    assert ids_of(alloc, 1) == [(5000, 2)]
+    clock.now = 5001
+    assert ids_of(alloc, 1) == [(5001, 0)]
+
+
+def test_restart_continues_after_the_last_stored_id() -> None:
+    clock = FakeClock(100)  # a restarted machine whose clock is behind the stored ids
+    alloc = PartitionIdAllocator(MessageId(200, MAX_SEQUENCE), clock)
+    assert ids_of(alloc, 1) == [(201, 0)]
+    alloc = PartitionIdAllocator(MessageId(200, 7), clock)
+    assert ids_of(alloc, 1) == [(200, 8)]
+
+
+def test_a_fresh_partition_starts_at_the_clock() -> None:
+    alloc = PartitionIdAllocator(None, FakeClock(123))
+    assert ids_of(alloc, 1) == [(123, 0)]

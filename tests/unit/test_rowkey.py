@@ -1,0 +1,52 @@
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway import rowkey
+from gateway.rowkey import MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
+
+partitions = st.integers(0, rowkey.MAX_PARTITIONS - 1)
+timestamps = st.integers(0, MAX_TIMESTAMP)
+sequences = st.integers(0, MAX_SEQUENCE)
+
+
+@given(partitions, timestamps, sequences)
+def test_round_trip(p: int, ts: int, seq: int) -> None:
+    key = rowkey.encode(p, ts, seq)
+    assert len(key) == rowkey.KEY_LENGTH == 12
+    assert rowkey.decode(key) == (p, ts, seq)
+
+
+@given(st.tuples(partitions, timestamps, sequences), st.tuples(partitions, timestamps, sequences))
+def test_byte_order_is_partition_time_sequence_order(a: tuple, b: tuple) -> None:
+    ka, kb = rowkey.encode(*a), rowkey.encode(*b)
+    assert (ka < kb) == (a < b)
+    assert (ka == kb) == (a == b)
+
+
+def test_layout_matches_design() -> None:
+    # partitionID int16 BE + timestamp int64 BE + sequenceID int16 BE
+    assert rowkey.encode(1, 2, 3) == bytes.fromhex("000100000000000000020003")
+
+
+@given(partitions, timestamps, sequences)
+def test_partition_bounds_enclose_every_key(p: int, ts: int, seq: int) -> None:
+    key = rowkey.encode(p, ts, seq)
+    assert rowkey.partition_start(p) <= key < rowkey.partition_end(p)
+    if p > 0:
+        assert key >= rowkey.partition_end(p - 1)
+
+
+@given(timestamps.filter(lambda t: t < MAX_TIMESTAMP), sequences)
+def test_next_id_is_the_immediate_successor(ts: int, seq: int) -> None:
+    nxt = rowkey.next_id(MessageId(ts, seq))
+    assert nxt > MessageId(ts, seq)
+    # nothing fits between: the successor key is the next possible key of the partition
+    assert rowkey.id_key(0, nxt) == min(
+        rowkey.encode(0, ts, seq + 1) if seq < MAX_SEQUENCE else b"\xff",
+        rowkey.encode(0, ts + 1, 0),
+    )
+
+
+@given(st.binary(min_size=1, max_size=255), st.binary(max_size=300))
+def test_cell_round_trip(topic: bytes, value: bytes) -> None:
+    assert rowkey.decode_cell(rowkey.encode_cell(topic, value)) == (topic, value)
