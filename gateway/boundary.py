@@ -47,7 +47,7 @@ def meter_structs(*classes: type) -> None:
     for cls in classes:
         if getattr(cls, "_hq_metered", False):
             continue
-        original = cls.__init__
+        original = cls.__init__  # type: ignore[misc]
 
         def init(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> None:
             if _budgets:
@@ -64,8 +64,8 @@ class GatewayProcessor(TProcessor):
     def __init__(self, thrift: Any, service: Any, handler: Any, *, max_structs: int) -> None:
         super().__init__(service, handler)
         self.max_structs = max_structs
-        self._io_error = thrift.IOError
-        self._illegal = thrift.IllegalArgument
+        self._io_error: Any = thrift.IOError
+        self._illegal: Any = thrift.IllegalArgument
 
     def process(self, iprot: Any, oprot: Any) -> None:
         me = getcurrent()
@@ -76,6 +76,7 @@ class GatewayProcessor(TProcessor):
             _budgets.pop(me, None)
         if isinstance(result, TApplicationException):
             return self.send_exception(oprot, api, result, seqid)
+        assert call is not None  # only unknown methods come without one
         try:
             result.success = call()
         except InvalidArgument as exc:

@@ -198,7 +198,7 @@ class Scanner:
     @staticmethod
     def _order(row: Row, partition: int, index: int, reverse: bool) -> tuple[int, int, int, int]:
         if reverse:
-            return (-row.timestamp, -row.sequence, partition, index)
+            return (-row.timestamp, -row.sequence, -partition, index)
         return (row.timestamp, row.sequence, partition, index)
 
 

@@ -9,6 +9,7 @@ nothing but that one connection. Garbage bytes end that connection the same way.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 import gevent
 from gevent.server import StreamServer
 from thriftpy2.protocol import TCompactProtocolFactory
-from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
 from thriftpy2.transport import TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
@@ -95,10 +96,8 @@ class ThriftServer:
     def stop(self, grace: float = 5.0) -> None:
         self._server.close()
         for sock in list(self._connections):
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RD)  # in-flight replies may still be written
-            except OSError:
-                pass
         self._server.stop(timeout=grace)
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
@@ -126,10 +125,8 @@ class ThriftServer:
             log.info("closing connection from %s: %s: %s", _peer(address), type(exc).__name__, exc)
         finally:
             self._connections.discard(sock)
-            try:
+            with contextlib.suppress(OSError):
                 sock.close()
-            except OSError:
-                pass
 
 
 def _peer(address: Any) -> str:

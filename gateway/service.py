@@ -78,10 +78,7 @@ class GatewayService:
                 f"{len(messages)} messages; at most {self.limits.max_batch_messages} per call",
             )
         n_partitions = meta.partitions
-        if raw_pid is not None:
-            forced = validation.partition(raw_pid, n_partitions)
-        else:
-            forced = None
+        forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
         default = forced if forced is not None else random.randrange(n_partitions)
         groups: dict[int, list[tuple[bytes, bytes]]] = {}
         max_value = self.limits.max_value_bytes
@@ -135,7 +132,7 @@ class GatewayService:
         if not isinstance(topic, (bytes, str)) or len(topic) > 255:
             raise InvalidArgument(
                 self._where(argument, i, single, "topic"),
-                f"must be 1..255 bytes, got {len(topic) if isinstance(topic, (bytes, str)) else type(topic).__name__}",
+                f"must be 1..255 bytes, got {_size(topic)}",
             )
         if value is None:
             raise InvalidArgument(
@@ -196,14 +193,16 @@ class GatewayService:
         start = validation.message_id(raw.startMessageID, "messageScan.startMessageID")
         stop = validation.message_id(raw.stopMessageID, "messageScan.stopMessageID")
         reverse = bool(raw.reversed)
-        if start is not None and stop is not None:
-            if (stop < start) if not reverse else (stop > start):
-                order = "older" if reverse else "newer"
-                raise InvalidArgument(
-                    "messageScan.stopMessageID",
-                    f"must be {order} than startMessageID"
-                    + ("" if reverse else " (set reversed to scan newest first)"),
-                )
+        backwards = (
+            start is not None and stop is not None and (stop > start if reverse else stop < start)
+        )
+        if backwards:
+            order = "older" if reverse else "newer"
+            raise InvalidArgument(
+                "messageScan.stopMessageID",
+                f"must be {order} than startMessageID"
+                + ("" if reverse else " (set reversed to scan newest first)"),
+            )
         topics = None
         if raw.topics:
             for i, t in enumerate(raw.topics):
@@ -299,3 +298,7 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _size(raw: Any) -> str:
+    return f"{len(raw)}" if isinstance(raw, (bytes, str)) else type(raw).__name__

@@ -28,10 +28,11 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.lock
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from .. import rowkey
-from ..errors import InvalidArgument, StoreError
+from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from .base import PartitionStore, PutEntry, QueueMeta, Row, ScanResult
@@ -58,10 +59,11 @@ def _options() -> Options:
 class _Group:
     """Writes applied since the last WAL sync began; they become durable together."""
 
-    __slots__ = ("done", "error", "floors")
+    __slots__ = ("dirty", "done", "error", "floors")
 
     def __init__(self) -> None:
         self.done = gevent.event.Event()
+        self.dirty = False
         self.error: BaseException | None = None
         # (column family, partition) -> the lowest key of this group in that partition
         self.floors: dict[tuple[str, int], bytes] = {}
@@ -78,11 +80,10 @@ class EmbeddedStore(PartitionStore):
         self._families: dict[str, tuple[Rdict, Any]] = {}  # cf name -> (cf Rdict, cf handle)
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
-        self._sync = WriteOptions()
-        self._sync.sync = True
         self._current = _Group()
         self._flushing: _Group | None = None
         self._wake = gevent.event.Event()
+        self._admin = gevent.lock.RLock()
         self._running = False
         self._committer: gevent.Greenlet | None = None
         self._sweeper: gevent.Greenlet | None = None
@@ -98,6 +99,7 @@ class EmbeddedStore(PartitionStore):
         except Exception as exc:  # rocksdict raises plain Exception
             raise StoreError(f"cannot open the embedded store at {self.path}: {exc}") from exc
         for key, value in self._db.items(from_key=_META_PREFIX):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
             if not key.startswith(_META_PREFIX):
                 break
             meta = self._decode_meta(key[len(_META_PREFIX) :].decode(), value)
@@ -141,34 +143,39 @@ class EmbeddedStore(PartitionStore):
         return self._queues.get(name)
 
     def create_queue(self, meta: QueueMeta) -> QueueMeta:
-        if meta.name in self._queues:
-            raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
-        meta = meta.with_changes(generation=self._next_generation())
-        self._open_family(self._family_name(meta), create=True)
-        self._save_meta(meta)
-        self._queues[meta.name] = meta
-        return meta
+        with self._admin:  # admin changes yield on sync; one at a time
+            if meta.name in self._queues:
+                raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
+            meta = meta.with_changes(generation=self._next_generation())
+            self._open_family(self._family_name(meta), create=True)
+            self._save_meta(meta)
+            self._queues[meta.name] = meta
+            return meta
 
     def delete_queue(self, name: str) -> None:
-        meta = self._require(name)
-        self._db_call(self._db_required().delete, _META_PREFIX + name.encode(), self._sync)
-        del self._queues[name]
-        self._drop_family(self._family_name(meta))
+        with self._admin:  # admin changes yield on sync; one at a time
+            meta = self._require(name)
+            self._db_call(self._db_required().delete, _META_PREFIX + name.encode(), self._no_sync)
+            self._await_sync()
+            del self._queues[name]
+            self._drop_family(self._family_name(meta))
 
     def truncate_queue(self, name: str) -> QueueMeta:
-        old = self._require(name)
-        new = old.with_changes(generation=self._next_generation())
-        self._open_family(self._family_name(new), create=True)
-        self._save_meta(new)
-        self._queues[name] = new
-        self._drop_family(self._family_name(old))
-        return new
+        with self._admin:  # admin changes yield on sync; one at a time
+            old = self._require(name)
+            new = old.with_changes(generation=self._next_generation())
+            self._open_family(self._family_name(new), create=True)
+            self._save_meta(new)
+            self._queues[name] = new
+            self._drop_family(self._family_name(old))
+            return new
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
-        meta = self._require(name).with_changes(enabled=enabled)
-        self._save_meta(meta)
-        self._queues[name] = meta
-        return meta
+        with self._admin:  # admin changes yield on sync; one at a time
+            meta = self._require(name).with_changes(enabled=enabled)
+            self._save_meta(meta)
+            self._queues[name] = meta
+            return meta
 
     # -- data -----------------------------------------------------------------------------
 
@@ -195,12 +202,8 @@ class EmbeddedStore(PartitionStore):
             slot = (family, int.from_bytes(key[:2], "big"))
             if slot not in floors:
                 floors[slot] = key
-        group = self._current
         self._db_call(self._db_required().write, batch, self._no_sync)
-        self._wake.set()
-        group.done.wait()
-        if group.error is not None:
-            raise StoreError(f"syncing the write-ahead log failed: {group.error}")
+        self._await_sync()
 
     def scan(
         self,
@@ -252,6 +255,15 @@ class EmbeddedStore(PartitionStore):
 
     # -- group commit ---------------------------------------------------------------------
 
+    def _await_sync(self) -> None:
+        """Waits until everything written so far is on disk (the next group commit)."""
+        group = self._current
+        group.dirty = True
+        self._wake.set()
+        group.done.wait()
+        if group.error is not None:
+            raise StoreError(f"syncing the write-ahead log failed: {group.error}")
+
     def _commit_loop(self) -> None:
         pool = gevent.get_hub().threadpool
         while True:
@@ -259,7 +271,7 @@ class EmbeddedStore(PartitionStore):
                 self._wake.wait()
             self._wake.clear()
             group = self._current
-            if not group.floors:
+            if not group.dirty:
                 if not self._running:
                     return
                 continue
@@ -288,7 +300,9 @@ class EmbeddedStore(PartitionStore):
         while self._running:
             gevent.sleep(self.ttl_sweep_interval)
             try:
-                self.sweep_expired()
+                swept = self.sweep_expired()
+                if swept:
+                    log.info("TTL sweep removed expired messages from %d partition(s)", swept)
             except Exception:
                 log.exception("TTL sweep failed; will retry")
 
@@ -297,28 +311,37 @@ class EmbeddedStore(PartitionStore):
         now_ms = wall_clock_ms() if now_ms is None else now_ms
         swept = 0
         for meta in list(self._queues.values()):
-            cutoff = now_ms - meta.ttl_seconds * 1000
-            if cutoff <= 0:
-                continue
-            cf, _ = self._family(meta)
-            first = last = None
-            partition = 0
-            while partition < meta.partitions:
-                it = cf.iter(ReadOptions())
-                it.seek(rowkey.partition_start(partition))
-                if not it.valid():
-                    break
-                p, ts, _ = _KEY.unpack(it.key())
-                if ts < cutoff:
-                    cf.delete_range(rowkey.partition_start(p), rowkey.encode(p, cutoff, 0))
-                    first = p if first is None else first
-                    last = p
-                    swept += 1
-                partition = p + 1
-                gevent.sleep(0)  # one seek per non-empty partition; let puts through
-            if first is not None and last is not None and meta.name in self._queues:
-                begin, end = rowkey.partition_start(first), rowkey.partition_end(last)
-                gevent.get_hub().threadpool.apply(cf.compact_range, (begin, end))
+            try:
+                swept += self._sweep_queue(meta, now_ms - meta.ttl_seconds * 1000)
+            except HQueueError as exc:  # truncated or deleted meanwhile: nothing to sweep
+                if self._queues.get(meta.name) == meta:
+                    raise
+                log.debug("skipping the TTL sweep of %s: %s", meta.name, exc)
+        return swept
+
+    def _sweep_queue(self, meta: QueueMeta, cutoff: int) -> int:
+        if cutoff <= 0:
+            return 0
+        cf, _ = self._family(meta)
+        first = last = None
+        swept = partition = 0
+        while partition < meta.partitions and self._queues.get(meta.name) == meta:
+            it = cf.iter(ReadOptions())
+            it.seek(rowkey.partition_start(partition))
+            if not it.valid():
+                break
+            p, ts, _ = _KEY.unpack(it.key())
+            if ts < cutoff:
+                cf.delete_range(rowkey.partition_start(p), rowkey.encode(p, cutoff, 0))
+                first = p if first is None else first
+                last = p
+                swept += 1
+            partition = p + 1
+            gevent.sleep(0)  # one seek per non-empty partition; let puts through
+        if first is None or last is None:
+            return 0
+        begin, end = rowkey.partition_start(first), rowkey.partition_end(last)
+        gevent.get_hub().threadpool.apply(cf.compact_range, (begin, end))
         return swept
 
     # -- helpers --------------------------------------------------------------------------
@@ -369,7 +392,8 @@ class EmbeddedStore(PartitionStore):
         db = self._db_required()
         raw = db.get(_GENERATION_KEY)
         generation = (int(raw) if raw else 0) + 1
-        self._db_call(db.put, _GENERATION_KEY, str(generation).encode(), self._sync)
+        self._db_call(db.put, _GENERATION_KEY, str(generation).encode(), self._no_sync)
+        self._await_sync()
         return generation
 
     def _save_meta(self, meta: QueueMeta) -> None:
@@ -384,7 +408,8 @@ class EmbeddedStore(PartitionStore):
             sort_keys=True,
         ).encode()
         db = self._db_required()
-        self._db_call(db.put, _META_PREFIX + meta.name.encode(), value, self._sync)
+        self._db_call(db.put, _META_PREFIX + meta.name.encode(), value, self._no_sync)
+        self._await_sync()
 
     @staticmethod
     def _decode_meta(name: str, raw: bytes) -> QueueMeta:
