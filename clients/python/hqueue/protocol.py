@@ -58,7 +58,7 @@ def connect(
         hqueue_thrift().HQueueService,
         host=host,
         port=port,
-        timeout=timeout * 1000,
+        timeout=int(timeout * 1000),
         trans_factory=transport_factory(framed),
         proto_factory=protocol_factory(compact),
     )
