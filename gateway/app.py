@@ -15,12 +15,13 @@ import gevent
 import gevent.event
 from hqueue.protocol import hqueue_thrift
 
-from .boundary import GatewayProcessor, meter_structs
+from .boundary import GatewayProcessor
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
+from .wire import RequestLimits
 
 log = logging.getLogger("gateway")
 
@@ -57,7 +58,6 @@ class Gateway:
 
     def start(self) -> None:
         thrift = hqueue_thrift()
-        meter_structs(thrift.TMessage, thrift.TMessageID)
         self.store.start()
         self.scanners.start()
         try:
@@ -65,7 +65,15 @@ class Gateway:
                 None,
                 self.config.host,
                 self.config.port,
-                WireOptions(self.config.framed, self.config.compact, self.config.max_request_bytes),
+                WireOptions(
+                    self.config.framed,
+                    self.config.compact,
+                    RequestLimits.for_batches(
+                        self.config.max_request_bytes,
+                        self.config.max_value_bytes,
+                        self.config.max_batch_messages,
+                    ),
+                ),
             )
             self.server.start()
             host, port = self.server.address
@@ -80,13 +88,7 @@ class Gateway:
                     max_batch_messages=self.config.max_batch_messages,
                 ),
             )
-            processor = GatewayProcessor(
-                thrift,
-                thrift.HQueueService,
-                self.service,
-                # two structs per message (TMessage, TMessageID), plus slack for the rest
-                max_structs=2 * self.config.max_batch_messages + 16,
-            )
+            processor = GatewayProcessor(thrift, thrift.HQueueService, self.service)
             self.server.processor = processor
         except Exception:
             self.scanners.stop()

@@ -1,10 +1,9 @@
 """The network edge: a gevent StreamServer speaking Thrift, one greenlet per connection.
 
 Each connection loops ``processor.process`` until the peer goes away. Idle connections stay
-open (no server-side idle timeout, like HBase's ThriftServer). A request may carry at most
-``max_request_bytes``: the socket wrapper under thriftpy2's transports counts what one request
-reads and aborts the connection past the limit, so an absurd length prefix costs the gateway
-nothing but that one connection. Garbage bytes end that connection the same way.
+open (no server-side idle timeout, like HBase's ThriftServer). Requests are read whole and
+checked by :mod:`gateway.wire` before thriftpy2 decodes them from memory, so an absurd length
+prefix or garbage costs the gateway nothing but that one connection.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
@@ -22,53 +21,18 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[at
 from thriftpy2.transport import TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
+from thriftpy2.transport.memory import TCyMemoryBuffer
+
+from .wire import MessageReader, RequestLimits, SocketWriter
 
 log = logging.getLogger(__name__)
-
-_READ_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True)
 class WireOptions:
     framed: bool = False
     compact: bool = False
-    max_request_bytes: int = 64 * 1024 * 1024
-
-
-class _MeteredSocket:
-    """What thriftpy2's transports read from and write to: a socket with a per-request budget."""
-
-    __slots__ = ("_sock", "remaining")
-
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-        self.remaining = 0
-
-    def read(self, n: int) -> bytes:
-        if self.remaining <= 0:
-            raise TTransportException(
-                TTransportException.UNKNOWN, "request is larger than the gateway accepts"
-            )
-        data = self._sock.recv(min(n, _READ_CHUNK, self.remaining))
-        if not data:
-            raise TTransportException(TTransportException.END_OF_FILE, "peer closed")
-        self.remaining -= len(data)
-        return data
-
-    def write(self, data: bytes) -> None:
-        self._sock.sendall(data)
-
-    def flush(self) -> None:
-        pass
-
-    def is_open(self) -> bool:
-        return True
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self._sock.close()
+    limits: RequestLimits = field(default_factory=RequestLimits)
 
 
 class ThriftServer:
@@ -102,17 +66,17 @@ class ThriftServer:
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        metered = _MeteredSocket(sock)
-        trans = self._trans.get_transport(metered)
-        iprot = self._proto.get_protocol(trans)
-        oprot = self._proto.get_protocol(trans)
-        limit = self.wire.max_request_bytes
+        reader = MessageReader(
+            sock, framed=self.wire.framed, compact=self.wire.compact, limits=self.wire.limits
+        )
+        oprot = self._proto.get_protocol(self._trans.get_transport(SocketWriter(sock)))
+        new_protocol = self._proto.get_protocol
         process = self.processor.process
         self._connections.add(sock)
         try:
             while True:
-                metered.remaining = limit
-                process(iprot, oprot)
+                message = reader.next_message()
+                process(new_protocol(TCyMemoryBuffer(message)), oprot)
         except TTransportException as exc:
             if exc.type != TTransportException.END_OF_FILE:
                 log.info("closing connection from %s: %s", _peer(address), exc)
@@ -121,7 +85,7 @@ class ThriftServer:
         except gevent.GreenletExit:
             raise
         except Exception as exc:
-            # garbage on the wire (bad protocol version, impossible sizes, ...)
+            # a checked message that still does not decode (a wrong type for a field, ...)
             log.info("closing connection from %s: %s: %s", _peer(address), type(exc).__name__, exc)
         finally:
             self._connections.discard(sock)

@@ -42,6 +42,8 @@ def wait_until(
             value = predicate()
             if value:
                 return value
+        except AssertionError:
+            raise  # a definite failure (say, the process died): no point in polling on
         except Exception as exc:  # the thing polled may not be up yet
             last_exc = exc
         time.sleep(interval)

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from tests.conftest import wait_until
-from tests.integration.test_gateway_api import drain, key, msg
+from tests.helpers import drain, key, msg
 
 
 def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name: str) -> None:

@@ -9,27 +9,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import wait_until
-
-
-def msg(T: Any, topic: bytes, value: bytes, pid: int | None = None) -> Any:
-    return T.TMessage(topic=topic, value=value, partitionID=pid)
-
-
-def drain(client: Any, sid: int, n: int = 1000) -> list[Any]:
-    out: list[Any] = []
-    while True:
-        batch = client.messageScannerGetList(sid, n)
-        if not batch:
-            return out
-        out.extend(batch)
+from tests.helpers import drain, key, msg
 
 
 def scan_partition(client: Any, T: Any, q: str, p: int, **scan: Any) -> list[Any]:
     return drain(client, client.messageScannerOpen(q.encode(), p, T.TMessageScan(**scan)))
-
-
-def key(m: Any) -> tuple[int, int]:
-    return (m.id.timestamp, m.id.sequenceID)
 
 
 # -- admin ---------------------------------------------------------------------------------

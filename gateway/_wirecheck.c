@@ -1,0 +1,517 @@
+/*
+ * _wirecheck: finds where one Thrift message ends in a byte buffer and checks that it is sane
+ * before thriftpy2 decodes it.
+ *
+ * Why: thriftpy2's decoders trust the wire. A list whose element type reads no bytes (STOP,
+ * VOID) makes its skip loop spin 2^31 times holding the GIL; a length prefix of 2 GiB is
+ * allocated before a byte arrives; a list of a billion one-byte elements becomes a billion
+ * Python objects. This scanner walks the message structure (field headers, lengths, container
+ * headers; never the contents of strings) and refuses invalid types, negative sizes, strings
+ * and containers over the limits, too many values in total, and nesting deeper than 64.
+ *
+ * It is resumable: when the buffer ends mid-message it returns how many bytes it needs at the
+ * least, and an opaque state to continue from, so a message trickling in is walked once.
+ *
+ * scan(buffer, compact, state, max_string, max_container, max_values)
+ *   -> (0, end, None, name)         a whole valid message occupies buffer[0:end]
+ *   -> (1, need, state, name|None)  incomplete; call again once len(buffer) >= need
+ *   raises ValueError(reason)       the bytes are not a message we accept
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+
+enum { F_STRUCT = 1, F_LIST = 2, F_MAP = 3 };
+
+typedef struct {
+    uint8_t kind;
+    uint8_t t1; /* list element type, map key type */
+    uint8_t t2; /* map value type */
+    uint8_t phase; /* map: 0 = next is a key, 1 = next is a value */
+    int64_t remaining; /* list elements / map entries left */
+} Frame;
+
+typedef struct {
+    int64_t pos;
+    int64_t values;
+    int64_t name_off;
+    int64_t name_len;
+    int32_t depth;
+    int32_t header_done;
+    Frame frames[MAX_DEPTH];
+} State;
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t len;
+    int64_t max_string;
+    int64_t max_container;
+    int64_t max_values;
+    int64_t need; /* set when a step does not fit: bytes needed in total */
+    const char *error;
+    char message[160];
+} Ctx;
+
+/* Step results */
+#define OK 0
+#define MORE 1
+#define BAD 2
+#define STOP 3 /* a struct's end */
+
+static int bad(Ctx *c, const char *fmt, long long a)
+{
+    PyOS_snprintf(c->message, sizeof c->message, fmt, a);
+    c->error = c->message;
+    return BAD;
+}
+
+static int more(Ctx *c, int64_t need)
+{
+    c->need = need;
+    return MORE;
+}
+
+static int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+/* Reads an unsigned varint of at most max_bytes at *at. */
+static int varint(Ctx *c, int64_t *at, int max_bytes, uint64_t *out)
+{
+    uint64_t v = 0;
+    int shift = 0;
+    for (int i = 0; i < max_bytes; i++) {
+        if (*at + i >= c->len)
+            return more(c, *at + i + 1);
+        uint8_t b = c->buf[*at + i];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *at += i + 1;
+            *out = v;
+            return OK;
+        }
+        shift += 7;
+    }
+    return bad(c, "varint longer than %lld bytes", max_bytes);
+}
+
+static int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
+{
+    if (size < 0)
+        return bad(c, "negative size %lld", (long long)size);
+    if (size > limit) {
+        PyOS_snprintf(c->message, sizeof c->message, "%s of %lld is over the limit of %lld", what,
+                      (long long)size, (long long)limit);
+        c->error = c->message;
+        return BAD;
+    }
+    return OK;
+}
+
+static int push(Ctx *c, State *s, uint8_t kind, uint8_t t1, uint8_t t2, int64_t remaining)
+{
+    if (s->depth >= MAX_DEPTH)
+        return bad(c, "nesting deeper than %lld", MAX_DEPTH);
+    Frame *f = &s->frames[s->depth++];
+    f->kind = kind;
+    f->t1 = t1;
+    f->t2 = t2;
+    f->phase = 0;
+    f->remaining = remaining;
+    return OK;
+}
+
+/* ---- binary protocol ------------------------------------------------------------------ */
+
+static int binary_type_ok(uint8_t t)
+{
+    switch (t) {
+    case 2: case 3: case 4: case 6: case 8: case 10: case 11: case 12: case 13: case 14: case 15:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The value of type t starting at *at: scalars and strings are consumed whole, containers
+ * and structs push a frame. Nothing is committed unless the whole step fits. */
+static int binary_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
+{
+    (void)in_field; /* a binary field's value is encoded like any other value */
+    int64_t p = *at;
+    switch (t) {
+    case 2: case 3: p += 1; break;
+    case 6: p += 2; break;
+    case 8: p += 4; break;
+    case 4: case 10: p += 8; break;
+    case 11: {
+        if (p + 4 > c->len)
+            return more(c, p + 4);
+        int32_t n = be32(c->buf + p);
+        if (check_size(c, n, c->max_string, "string") != OK)
+            return BAD;
+        p += 4 + (int64_t)n;
+        break;
+    }
+    case 12:
+        if (push(c, s, F_STRUCT, 0, 0, 0) != OK)
+            return BAD;
+        break;
+    case 14: case 15: {
+        if (p + 5 > c->len)
+            return more(c, p + 5);
+        uint8_t et = c->buf[p];
+        int32_t n = be32(c->buf + p + 1);
+        if (check_size(c, n, c->max_container, "list") != OK)
+            return BAD;
+        if (n > 0 && !binary_type_ok(et))
+            return bad(c, "invalid list element type %lld", et);
+        p += 5;
+        if (p > c->len)
+            return more(c, p);
+        if (push(c, s, F_LIST, et, 0, n) != OK)
+            return BAD;
+        break;
+    }
+    case 13: {
+        if (p + 6 > c->len)
+            return more(c, p + 6);
+        uint8_t kt = c->buf[p], vt = c->buf[p + 1];
+        int32_t n = be32(c->buf + p + 2);
+        if (check_size(c, n, c->max_container, "map") != OK)
+            return BAD;
+        if (n > 0 && (!binary_type_ok(kt) || !binary_type_ok(vt)))
+            return bad(c, "invalid map key or value type %lld", kt * 256 + vt);
+        p += 6;
+        if (push(c, s, F_MAP, kt, vt, n) != OK)
+            return BAD;
+        break;
+    }
+    default:
+        return bad(c, "invalid type %lld", t);
+    }
+    if (p > c->len) {
+        if (t == 12 || t == 13 || t == 14 || t == 15)
+            s->depth--; /* undo the push: the step is retried whole */
+        return more(c, p);
+    }
+    *at = p;
+    return OK;
+}
+
+static int binary_header(Ctx *c, State *s)
+{
+    int64_t p = 0;
+    if (c->len < 4)
+        return more(c, 4);
+    int32_t first = be32(c->buf);
+    int64_t name_len;
+    if (first < 0) { /* strict: version | type, name, seqid */
+        if (((uint32_t)first & 0xffff0000u) != 0x80010000u)
+            return bad(c, "bad protocol version 0x%llx", (uint32_t)first);
+        if (c->len < 8)
+            return more(c, 8);
+        name_len = be32(c->buf + 4);
+        if (check_size(c, name_len, 4096, "method name") != OK)
+            return BAD;
+        s->name_off = 8;
+        p = 8 + name_len + 4;
+    } else { /* old style: name, type, seqid */
+        name_len = first;
+        if (check_size(c, name_len, 4096, "method name") != OK)
+            return BAD;
+        s->name_off = 4;
+        p = 4 + name_len + 1 + 4;
+    }
+    s->name_len = name_len;
+    if (p > c->len)
+        return more(c, p);
+    s->pos = p;
+    s->header_done = 1;
+    return push(c, s, F_STRUCT, 0, 0, 0);
+}
+
+static int binary_field(Ctx *c, int64_t *at, uint8_t *type)
+{
+    if (*at >= c->len)
+        return more(c, *at + 1);
+    uint8_t t = c->buf[*at];
+    if (t == 0)
+        return STOP;
+    if (!binary_type_ok(t))
+        return bad(c, "invalid field type %lld", t);
+    if (*at + 3 > c->len)
+        return more(c, *at + 3);
+    *at += 3; /* type, i16 field id */
+    *type = t;
+    return OK;
+}
+
+/* ---- compact protocol ----------------------------------------------------------------- */
+
+/* compact type ids: 1/2 bool, 3 byte, 4 i16, 5 i32, 6 i64, 7 double, 8 binary, 9 list,
+ * 10 set, 11 map, 12 struct */
+static int compact_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
+{
+    int64_t p = *at;
+    uint64_t v;
+    int r;
+    switch (t) {
+    case 1: case 2:
+        if (!in_field)
+            p += 1; /* a bool element is a byte; a bool field carries it in its type */
+        break;
+    case 3: p += 1; break;
+    case 4: if ((r = varint(c, &p, 3, &v)) != OK) return r; break;
+    case 5: if ((r = varint(c, &p, 5, &v)) != OK) return r; break;
+    case 6: if ((r = varint(c, &p, 10, &v)) != OK) return r; break;
+    case 7: p += 8; break;
+    case 8:
+        if ((r = varint(c, &p, 5, &v)) != OK)
+            return r;
+        if (check_size(c, (int64_t)v, c->max_string, "string") != OK)
+            return BAD;
+        p += (int64_t)v;
+        break;
+    case 12:
+        if (push(c, s, F_STRUCT, 0, 0, 0) != OK)
+            return BAD;
+        break;
+    case 9: case 10: {
+        if (p >= c->len)
+            return more(c, p + 1);
+        uint8_t h = c->buf[p++];
+        uint8_t et = h & 0x0f;
+        int64_t n = h >> 4;
+        if (n == 15) {
+            if ((r = varint(c, &p, 5, &v)) != OK)
+                return r;
+            n = (int64_t)v;
+        }
+        if (check_size(c, n, c->max_container, "list") != OK)
+            return BAD;
+        if (n > 0 && (et < 1 || et > 12))
+            return bad(c, "invalid list element type %lld", et);
+        if (p > c->len)
+            return more(c, p);
+        if (push(c, s, F_LIST, et, 0, n) != OK)
+            return BAD;
+        break;
+    }
+    case 11: {
+        if ((r = varint(c, &p, 5, &v)) != OK)
+            return r;
+        int64_t n = (int64_t)v;
+        if (check_size(c, n, c->max_container, "map") != OK)
+            return BAD;
+        uint8_t kt = 0, vt = 0;
+        if (n > 0) {
+            if (p >= c->len)
+                return more(c, p + 1);
+            kt = c->buf[p] >> 4;
+            vt = c->buf[p] & 0x0f;
+            p++;
+            if (kt < 1 || kt > 12 || vt < 1 || vt > 12)
+                return bad(c, "invalid map key or value type %lld", kt * 16 + vt);
+        }
+        if (push(c, s, F_MAP, kt, vt, n) != OK)
+            return BAD;
+        break;
+    }
+    default:
+        return bad(c, "invalid type %lld", t);
+    }
+    if (p > c->len) {
+        if (t == 9 || t == 10 || t == 11 || t == 12)
+            s->depth--;
+        return more(c, p);
+    }
+    *at = p;
+    return OK;
+}
+
+static int compact_header(Ctx *c, State *s)
+{
+    int64_t p = 0;
+    uint64_t v;
+    int r;
+    if (c->len < 2)
+        return more(c, 2);
+    if (c->buf[0] != 0x82)
+        return bad(c, "bad compact protocol id 0x%llx", c->buf[0]);
+    if ((c->buf[1] & 0x1f) != 1)
+        return bad(c, "bad compact protocol version %lld", c->buf[1] & 0x1f);
+    p = 2;
+    if ((r = varint(c, &p, 5, &v)) != OK) /* seqid */
+        return r;
+    if ((r = varint(c, &p, 5, &v)) != OK) /* name length */
+        return r;
+    if (check_size(c, (int64_t)v, 4096, "method name") != OK)
+        return BAD;
+    s->name_off = p;
+    s->name_len = (int64_t)v;
+    p += (int64_t)v;
+    if (p > c->len)
+        return more(c, p);
+    s->pos = p;
+    s->header_done = 1;
+    return push(c, s, F_STRUCT, 0, 0, 0);
+}
+
+static int compact_field(Ctx *c, int64_t *at, uint8_t *type)
+{
+    if (*at >= c->len)
+        return more(c, *at + 1);
+    uint8_t b = c->buf[*at];
+    if (b == 0)
+        return STOP;
+    int64_t p = *at + 1;
+    if ((b >> 4) == 0) { /* long form: a zigzag varint field id follows */
+        uint64_t v;
+        int r = varint(c, &p, 3, &v);
+        if (r != OK)
+            return r;
+    }
+    *at = p;
+    *type = b & 0x0f;
+    return OK;
+}
+
+/* ---- the walk, shared by both protocols ------------------------------------------------ */
+
+typedef int (*header_fn)(Ctx *, State *);
+typedef int (*field_fn)(Ctx *, int64_t *, uint8_t *);
+typedef int (*value_fn)(Ctx *, State *, uint8_t, int64_t *, int);
+
+/* Consumes one step (a field, a list element, a map key or value) at a time; a step that does
+ * not fit in the buffer is not committed, so the walk resumes exactly there. */
+static int walk(Ctx *c, State *s, header_fn header, field_fn field, value_fn value)
+{
+    if (!s->header_done) {
+        int r = header(c, s);
+        if (r != OK)
+            return r;
+    }
+    while (s->depth > 0) {
+        Frame *f = &s->frames[s->depth - 1];
+        int64_t at = s->pos;
+        int r;
+        if (f->kind == F_STRUCT) {
+            uint8_t t = 0;
+            r = field(c, &at, &t);
+            if (r == STOP) {
+                s->pos = at + 1;
+                s->depth--;
+                continue;
+            }
+            if (r == OK)
+                r = value(c, s, t, &at, 1);
+        } else {
+            if (f->remaining == 0) {
+                s->depth--;
+                continue;
+            }
+            uint8_t phase = f->phase;
+            int64_t remaining = f->remaining;
+            uint8_t t = (f->kind == F_MAP && phase) ? f->t2 : f->t1;
+            if (f->kind == F_MAP)
+                f->phase ^= 1;
+            if (f->kind == F_LIST || phase)
+                f->remaining--;
+            r = value(c, s, t, &at, 0);
+            if (r != OK) {
+                f->phase = phase;
+                f->remaining = remaining;
+            }
+        }
+        if (r != OK)
+            return r;
+        s->pos = at;
+        if (++s->values > c->max_values)
+            return bad(c, "more than %lld values in one request", c->max_values);
+    }
+    return OK;
+}
+
+/* ---- Python binding ------------------------------------------------------------------- */
+
+static PyObject *scan(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    int compact;
+    PyObject *state_obj;
+    long long max_string, max_container, max_values;
+    if (!PyArg_ParseTuple(args, "y*pOLLL", &view, &compact, &state_obj, &max_string,
+                          &max_container, &max_values))
+        return NULL;
+
+    State s;
+    if (state_obj == Py_None) {
+        memset(&s, 0, sizeof s);
+    } else {
+        char *raw;
+        Py_ssize_t n;
+        if (PyBytes_AsStringAndSize(state_obj, &raw, &n) < 0 || n != (Py_ssize_t)sizeof s) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "state must be a value scan() returned");
+            return NULL;
+        }
+        memcpy(&s, raw, sizeof s);
+    }
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    c.buf = (const uint8_t *)view.buf;
+    c.len = view.len;
+    c.max_string = max_string;
+    c.max_container = max_container;
+    c.max_values = max_values;
+
+    int r = compact ? walk(&c, &s, compact_header, compact_field, compact_value)
+                    : walk(&c, &s, binary_header, binary_field, binary_value);
+
+    PyObject *name = Py_None;
+    Py_INCREF(Py_None);
+    if (s.header_done && s.name_off + s.name_len <= c.len) {
+        Py_DECREF(Py_None);
+        name = PyBytes_FromStringAndSize((const char *)c.buf + s.name_off, s.name_len);
+    }
+    PyBuffer_Release(&view);
+    if (name == NULL)
+        return NULL;
+    if (r == BAD) {
+        Py_DECREF(name);
+        PyErr_SetString(PyExc_ValueError, c.error);
+        return NULL;
+    }
+    if (r == OK)
+        return Py_BuildValue("(iLOO)", 0, (long long)s.pos, Py_None, name);
+    PyObject *state = PyBytes_FromStringAndSize((const char *)&s, sizeof s);
+    if (state == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyObject *result = Py_BuildValue("(iLNN)", 1, (long long)c.need, state, name);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS,
+     "scan(buffer, compact, state, max_string, max_container, max_values) -> "
+     "(0, end, None, name) | (1, need, state, name)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_wirecheck",
+    "Checks Thrift messages (binary and compact protocols) before they are decoded.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__wirecheck(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,9 @@
+"""Only the C extension lives here; everything else is in pyproject.toml."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension("gateway._wirecheck", ["gateway/_wirecheck.c"], extra_compile_args=["-O2"]),
+    ]
+)

@@ -1,0 +1,144 @@
+"""gateway._wirecheck finds message ends and refuses what thriftpy2 must never decode."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from gateway._wirecheck import scan
+from hqueue.protocol import hqueue_thrift
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
+from thriftpy2.thrift import TMessageType
+from thriftpy2.transport import TMemoryBuffer
+
+T = hqueue_thrift()
+LIMITS = (4 * 1024 * 1024, 100_000, 801_024)
+
+
+def encode(compact: bool, method: str, **args: Any) -> bytes:
+    buf = TMemoryBuffer()
+    proto = TCompactProtocol(buf) if compact else TBinaryProtocol(buf)
+    proto.write_message_begin(method, TMessageType.CALL, 7)
+    getattr(T.HQueueService, method + "_args")(**args).write(proto)
+    proto.write_message_end()
+    return buf.getvalue()
+
+
+def feed(data: bytes, compact: bool, cuts: list[int]) -> int:
+    """Scans ``data`` as if it arrived in pieces ending at ``cuts``; returns the message end."""
+    state = None
+    need = 1
+    for end in [*sorted(set(cuts)), len(data)]:
+        if end < need:
+            continue
+        status, n, state, _ = scan(data[:end], compact, state, *LIMITS)
+        if status == 0:
+            return n
+        assert n > end, "an incomplete scan must ask for more than it has"
+        need = n
+    raise AssertionError("never complete")
+
+
+messages = st.lists(
+    st.builds(
+        lambda t, v, p: T.TMessage(topic=t, value=v, partitionID=p),
+        st.binary(min_size=1, max_size=20),
+        st.binary(max_size=300),
+        st.none() | st.integers(0, 100),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200)
+@given(st.booleans(), messages, st.lists(st.integers(0, 20_000), max_size=40))
+def test_put_requests_end_where_thriftpy2_says(compact: bool, batch: list, cuts: list) -> None:
+    data = encode(compact, "putMessages", queueName=b"q1", tMessages=batch)
+    assert feed(data, compact, cuts) == len(data)
+    assert feed(data + b"\x80\x01trailing", compact, cuts) == len(data)  # pipelined bytes
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_every_method_shape(compact: bool) -> None:
+    scan_spec = T.TMessageScan(
+        startMessageID=T.TMessageID(1, 2), topics=[b"a", b"b"], reversed=True, caching=9
+    )
+    cases = [
+        encode(compact, "listQueues"),
+        encode(compact, "createQueue", queueName=b"q", partitionCount=3, ttlSeconds=9,
+               config={"hbase.hqueue.partitionsPerRegion": "1"}),
+        encode(compact, "combinedScannerOpen", queueName=b"q", partitionIDs=[1, 2, 300],
+               messageScan=scan_spec),
+        encode(compact, "messageScannerGetList", id=5, nbMessages=1000),
+    ]  # fmt: skip
+    for data in cases:
+        status, end, _, name = scan(data, compact, None, *LIMITS)
+        assert (status, end) == (0, len(data))
+        assert name in {
+            b"listQueues",
+            b"createQueue",
+            b"combinedScannerOpen",
+            b"messageScannerGetList",
+        }
+
+
+def header(name: bytes) -> bytes:
+    return struct.pack(">Ii", 0x80010001, len(name)) + name + struct.pack(">i", 1)
+
+
+@pytest.mark.parametrize(
+    ("data", "compact", "reason"),
+    [
+        # a list of STOP elements: thriftpy2 would skip 2**31 elements reading nothing
+        (
+            header(b"putMessages") + b"\x0f\x00\x02\x01" + struct.pack(">i", 2**31 - 1),
+            False,
+            "list",
+        ),
+        (
+            header(b"putMessages") + b"\x0f\x00\x02\x01" + struct.pack(">i", 5),
+            False,
+            "element type",
+        ),
+        (header(b"putMessages") + b"\x0b\x00\x01" + struct.pack(">i", -1), False, "negative"),
+        (header(b"putMessages") + b"\x0b\x00\x01" + struct.pack(">i", 2**30), False, "string"),
+        (header(b"putMessages") + b"\x0f\x00\x02\x0c" + struct.pack(">i", -1), False, "negative"),
+        (header(b"x") + b"\x63\x00\x01", False, "field type"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", False, "method name"),
+        (b"\x80\x02\x00\x01", False, "version"),
+        (b"\x82\x21\x01\x0bcreateQueue\x4b\xff\xff\xff\xff\x07\x00", True, "map"),
+        (b"\x82\x21\x01\x01x\x19\xf0\xff\xff\xff\xff\xff\x01", True, "varint"),
+        (b"\x83\x21", True, "protocol id"),
+    ],
+)
+def test_refuses(data: bytes, compact: bool, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        scan(data, compact, None, *LIMITS)
+
+
+def test_nesting_depth_is_bounded() -> None:
+    nested = header(b"x") + b"\x0c\x00\x01" * 100
+    with pytest.raises(ValueError, match="nesting"):
+        scan(nested, False, None, *LIMITS)
+
+
+def test_total_values_are_bounded() -> None:
+    data = encode(
+        False, "putMessages", queueName=b"q", tMessages=[T.TMessage(topic=b"t", value=b"")] * 50
+    )
+    scan(data, False, None, LIMITS[0], LIMITS[1], 200)
+    with pytest.raises(ValueError, match="values"):
+        scan(data, False, None, LIMITS[0], LIMITS[1], 100)
+
+
+def test_a_long_string_asks_for_all_its_bytes_at_once() -> None:
+    data = encode(
+        False, "putMessage", queueName=b"q", tMessage=T.TMessage(topic=b"t", value=b"v" * 100_000)
+    )
+    status, need, state, name = scan(data[:200], False, None, *LIMITS)
+    assert status == 1 and name == b"putMessage"
+    assert need > 100_000  # the reader can refuse or wait without rescanning per chunk
+    assert scan(data, False, state, *LIMITS)[:2] == (0, len(data))
