@@ -441,6 +441,7 @@ static int walk(Ctx *c, State *s, header_fn header, field_fn field, value_fn val
 
 static PyObject *scan(PyObject *self, PyObject *args)
 {
+    (void)self;
     Py_buffer view;
     int compact;
     PyObject *state_obj;
@@ -498,10 +499,262 @@ static PyObject *scan(PyObject *self, PyObject *args)
     return result;
 }
 
+/* ---- the put fast path -------------------------------------------------------------- */
+
+/* extract_put(message, with_pid, single, max_value)
+ *   -> (seqid, queue, pid | None, topics, values), or None when the message needs the generic
+ *      path (a message's own partitionID or id, unknown fields, a value over max_value, an
+ *      empty or long topic: the generic path then answers exactly as it always does).
+ * ``message`` is one whole binary-protocol put request that scan() accepted. Puts are most of
+ * a queue's traffic; this spares them building a Python object per message and field. */
+
+typedef struct {
+    const uint8_t *buf;
+    int64_t len;
+    int64_t pos;
+} Reader;
+
+static int rd_need(Reader *r, int64_t n) { return r->pos + n <= r->len; }
+
+/* Skips one value of binary type t (the message is already checked, so sizes are sane). */
+static int rd_skip(Reader *r, uint8_t t, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return 0;
+    switch (t) {
+    case 2: case 3: r->pos += 1; break;
+    case 6: r->pos += 2; break;
+    case 8: r->pos += 4; break;
+    case 4: case 10: r->pos += 8; break;
+    case 11:
+        if (!rd_need(r, 4))
+            return 0;
+        r->pos += 4 + (int64_t)be32(r->buf + r->pos);
+        break;
+    case 12:
+        for (;;) {
+            if (!rd_need(r, 1))
+                return 0;
+            uint8_t ft = r->buf[r->pos++];
+            if (ft == 0)
+                break;
+            r->pos += 2;
+            if (!rd_skip(r, ft, depth + 1))
+                return 0;
+        }
+        break;
+    case 14: case 15: {
+        if (!rd_need(r, 5))
+            return 0;
+        uint8_t et = r->buf[r->pos];
+        int32_t n = be32(r->buf + r->pos + 1);
+        r->pos += 5;
+        for (int32_t i = 0; i < n; i++)
+            if (!rd_skip(r, et, depth + 1))
+                return 0;
+        break;
+    }
+    case 13: {
+        if (!rd_need(r, 6))
+            return 0;
+        uint8_t kt = r->buf[r->pos], vt = r->buf[r->pos + 1];
+        int32_t n = be32(r->buf + r->pos + 2);
+        r->pos += 6;
+        for (int32_t i = 0; i < n; i++)
+            if (!rd_skip(r, kt, depth + 1) || !rd_skip(r, vt, depth + 1))
+                return 0;
+        break;
+    }
+    default:
+        return 0;
+    }
+    return r->pos <= r->len;
+}
+
+/* A TMessage at r->pos; appends topic and value. 1 ok, 0 generic path, -1 Python error. */
+static int rd_message(Reader *r, int with_pid, int64_t max_value, PyObject *topics,
+                      PyObject *values, PyObject **last_topic)
+{
+    int64_t topic_at = -1, topic_len = 0, value_at = -1, value_len = 0;
+    for (;;) {
+        if (!rd_need(r, 1))
+            return 0;
+        uint8_t ft = r->buf[r->pos++];
+        if (ft == 0)
+            break;
+        if (!rd_need(r, 2))
+            return 0;
+        int16_t fid = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+        r->pos += 2;
+        if ((fid == 3 || fid == 4) && ft == 11) {
+            if (!rd_need(r, 4))
+                return 0;
+            int64_t n = be32(r->buf + r->pos);
+            r->pos += 4;
+            if (n < 0 || !rd_need(r, n))
+                return 0;
+            if (fid == 3) {
+                topic_at = r->pos;
+                topic_len = n;
+            } else {
+                value_at = r->pos;
+                value_len = n;
+            }
+            r->pos += n;
+        } else if (fid == 2 && ft == 6 && with_pid) {
+            r->pos += 2; /* overridden by the call's partitionID */
+        } else {
+            return 0;
+        }
+    }
+    if (topic_at < 0 || value_at < 0 || topic_len < 1 || topic_len > 255 || value_len > max_value)
+        return 0;
+    PyObject *topic;
+    const char *tp = (const char *)r->buf + topic_at;
+    if (*last_topic && PyBytes_GET_SIZE(*last_topic) == topic_len &&
+        memcmp(PyBytes_AS_STRING(*last_topic), tp, (size_t)topic_len) == 0) {
+        topic = *last_topic; /* topics repeat: share one object */
+        Py_INCREF(topic);
+    } else {
+        topic = PyBytes_FromStringAndSize(tp, topic_len);
+        if (!topic)
+            return -1;
+        *last_topic = topic;
+    }
+    int failed = PyList_Append(topics, topic) < 0;
+    Py_DECREF(topic);
+    if (failed)
+        return -1;
+    PyObject *value = PyBytes_FromStringAndSize((const char *)r->buf + value_at, value_len);
+    if (!value)
+        return -1;
+    failed = PyList_Append(values, value) < 0;
+    Py_DECREF(value);
+    return failed ? -1 : 1;
+}
+
+static PyObject *extract_put(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    int with_pid, single;
+    long long max_value;
+    if (!PyArg_ParseTuple(args, "y*ppL", &view, &with_pid, &single, &max_value))
+        return NULL;
+    Reader r = {(const uint8_t *)view.buf, view.len, 0};
+    PyObject *result = NULL, *queue = NULL, *pid = NULL, *last_topic = NULL;
+    PyObject *topics = PyList_New(0), *values = PyList_New(0);
+    int32_t seqid = 0;
+    int error = 0, have_list = 0; /* error: a Python exception is set */
+    if (!topics || !values) {
+        error = 1;
+        goto done;
+    }
+
+    /* header */
+    if (!rd_need(&r, 4))
+        goto done;
+    int32_t first = be32(r.buf);
+    if (first < 0) {
+        if (!rd_need(&r, 8))
+            goto done;
+        r.pos = 8 + (int64_t)be32(r.buf + 4);
+    } else {
+        r.pos = 4 + (int64_t)first + 1;
+    }
+    if (!rd_need(&r, 4))
+        goto done;
+    seqid = be32(r.buf + r.pos);
+    r.pos += 4;
+
+    /* arguments */
+    for (;;) {
+        if (!rd_need(&r, 1))
+            goto done;
+        uint8_t ft = r.buf[r.pos++];
+        if (ft == 0)
+            break;
+        if (!rd_need(&r, 2))
+            goto done;
+        int16_t fid = (int16_t)((r.buf[r.pos] << 8) | r.buf[r.pos + 1]);
+        r.pos += 2;
+        int msgs_fid = with_pid ? 3 : 2;
+        if (fid == 1 && ft == 11) {
+            if (!rd_need(&r, 4))
+                goto done;
+            int64_t n = be32(r.buf + r.pos);
+            r.pos += 4;
+            if (n < 0 || !rd_need(&r, n))
+                goto done;
+            Py_XDECREF(queue);
+            queue = PyBytes_FromStringAndSize((const char *)r.buf + r.pos, n);
+            if (!queue) {
+                error = 1;
+                goto done;
+            }
+            r.pos += n;
+        } else if (with_pid && fid == 2 && ft == 6) {
+            if (!rd_need(&r, 2))
+                goto done;
+            Py_XDECREF(pid);
+            pid = PyLong_FromLong((int16_t)((r.buf[r.pos] << 8) | r.buf[r.pos + 1]));
+            if (!pid) {
+                error = 1;
+                goto done;
+            }
+            r.pos += 2;
+        } else if (fid == msgs_fid && single && ft == 12) {
+            int m = rd_message(&r, with_pid, max_value, topics, values, &last_topic);
+            if (m <= 0) {
+                error = m < 0;
+                goto done;
+            }
+            have_list = 1;
+        } else if (fid == msgs_fid && !single && (ft == 15 || ft == 14)) {
+            if (!rd_need(&r, 5) || r.buf[r.pos] != 12)
+                goto done;
+            int32_t n = be32(r.buf + r.pos + 1);
+            r.pos += 5;
+            for (int32_t i = 0; i < n; i++) {
+                int m = rd_message(&r, with_pid, max_value, topics, values, &last_topic);
+                if (m <= 0) {
+                    error = m < 0;
+                    goto done;
+                }
+            }
+            have_list = 1;
+        } else {
+            if (!rd_skip(&r, ft, 0))
+                goto done;
+        }
+    }
+    if (queue && have_list && (!with_pid || pid)) {
+        result = Py_BuildValue("(iOOOO)", seqid, queue, pid ? pid : Py_None, topics, values);
+    } else {
+        result = Py_None; /* something missing: let the generic path say what */
+        Py_INCREF(result);
+    }
+
+done:
+    if (!result && !error) { /* not a shape the fast path takes */
+        result = Py_None;
+        Py_INCREF(result);
+    }
+    Py_XDECREF(queue);
+    Py_XDECREF(pid);
+    Py_XDECREF(topics);
+    Py_XDECREF(values);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, compact, state, max_string, max_container, max_values) -> "
      "(0, end, None, name) | (1, need, state, name)"},
+    {"extract_put", extract_put, METH_VARARGS,
+     "extract_put(message, with_pid, single, max_value) -> "
+     "(seqid, queue, pid, topics, values) | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -88,7 +88,12 @@ class Gateway:
                     max_batch_messages=self.config.max_batch_messages,
                 ),
             )
-            processor = GatewayProcessor(thrift, thrift.HQueueService, self.service)
+            processor = GatewayProcessor(
+                thrift,
+                thrift.HQueueService,
+                self.service,
+                max_value_bytes=self.config.max_value_bytes,
+            )
             self.server.processor = processor
         except Exception:
             self.scanners.stop()

@@ -16,24 +16,62 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TProcessor
 
+from ._wirecheck import extract_put
 from .errors import HQueueError, InvalidArgument
 
 log = logging.getLogger(__name__)
 
 
-class GatewayProcessor(TProcessor):
-    """A TProcessor that maps errors to the IDL and bounds what one request may decode."""
+# method -> (carries a partitionID argument, carries one message rather than a list)
+_PUTS = {
+    b"putMessages": (False, False),
+    b"putMessagesWithPid": (True, False),
+    b"putMessage": (False, True),
+    b"putMessageWithPid": (True, True),
+}
 
-    def __init__(self, thrift: Any, service: Any, handler: Any) -> None:
+
+class GatewayProcessor(TProcessor):
+    """A TProcessor that maps errors to the IDL, with a fast path for binary-protocol puts.
+
+    ``max_value_bytes`` turns the fast path on (the handler must have ``put_raw``): a put is
+    taken apart by :func:`gateway._wirecheck.extract_put` straight from the wire bytes instead
+    of being decoded into a Python object per message; any put it does not take (a message's
+    own partitionID, a bad topic or value, ...) goes the generic way, so answers are the same.
+    """
+
+    def __init__(
+        self, thrift: Any, service: Any, handler: Any, *, max_value_bytes: int | None = None
+    ) -> None:
         super().__init__(service, handler)
         self._io_error: Any = thrift.IOError
         self._illegal: Any = thrift.IllegalArgument
+        self._max_value = max_value_bytes
+        self.fast_puts = max_value_bytes is not None and hasattr(handler, "put_raw")
 
     def process(self, iprot: Any, oprot: Any) -> None:
         api, seqid, result, call = self.process_in(iprot)
         if isinstance(result, TApplicationException):
             return self.send_exception(oprot, api, result, seqid)
         assert call is not None  # only unknown methods come without one
+        self._answer(oprot, api, seqid, result, call)
+        return None
+
+    def process_put(self, message: bytes, method: bytes, oprot: Any) -> bool:
+        """Serves a binary-protocol put from its bytes; False if it needs :meth:`process`."""
+        with_pid, single = _PUTS[method]
+        assert self._max_value is not None
+        taken = extract_put(message, with_pid, single, self._max_value)
+        if taken is None:
+            return False
+        seqid, queue, pid, topics, values = taken
+        api = method.decode()
+        result = getattr(self._service, api + "_result")()
+        put_raw = getattr(self._handler, "put_raw")  # noqa: B009 - checked in __init__
+        self._answer(oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values))
+        return True
+
+    def _answer(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:
         try:
             result.success = call()
         except InvalidArgument as exc:
@@ -41,10 +79,11 @@ class GatewayProcessor(TProcessor):
         except HQueueError as exc:
             result.io = self._io_error(message=str(exc))
         except TApplicationException as exc:
-            return self.send_exception(oprot, api, exc, seqid)
+            self.send_exception(oprot, api, exc, seqid)
+            return
         except Exception as exc:
             log.exception("unexpected error in %s", api)
-            return self.send_exception(
+            self.send_exception(
                 oprot,
                 api,
                 TApplicationException(
@@ -53,6 +92,6 @@ class GatewayProcessor(TProcessor):
                 ),
                 seqid,
             )
+            return
         if not result.oneway:
             self.send_result(oprot, api, result, seqid)
-        return None

@@ -34,6 +34,25 @@ def encode(partition: int, timestamp: int, sequence: int) -> bytes:
     return _KEY.pack(partition, timestamp, sequence)
 
 
+_PARTITION_TIME = struct.Struct(">hq")
+# The two bytes of every sequence id, so consecutive keys are one concatenation each.
+_SEQUENCE_BYTES = [s.to_bytes(2, "big") for s in range(MAX_SEQUENCE + 1)]
+
+
+def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]:
+    """The keys of ``count`` consecutive ids from (timestamp, sequence), carrying the
+    sequence into the next millisecond after 32767 (see :mod:`gateway.ids`)."""
+    if sequence + count <= MAX_SEQUENCE + 1:
+        head = _PARTITION_TIME.pack(partition, timestamp)
+        seqs = _SEQUENCE_BYTES
+        return [head + seqs[s] for s in range(sequence, sequence + count)]
+    span = MAX_SEQUENCE + 1
+    return [
+        _KEY.pack(partition, timestamp + (sequence + i) // span, (sequence + i) % span)
+        for i in range(count)
+    ]
+
+
 def decode(key: bytes) -> tuple[int, int, int]:
     """(partition, timestamp, sequence) of a row key."""
     return _KEY.unpack(key)

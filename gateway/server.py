@@ -23,7 +23,7 @@ from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
-from .wire import MessageReader, RequestLimits, SocketWriter
+from .wire import BULK_METHODS, MessageReader, RequestLimits, SocketWriter
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,22 @@ class ThriftServer:
         oprot = self._proto.get_protocol(self._trans.get_transport(SocketWriter(sock)))
         new_protocol = self._proto.get_protocol
         process = self.processor.process
+        # the put fast path reads binary-protocol bytes only
+        fast_put = (
+            self.processor.process_put
+            if getattr(self.processor, "fast_puts", False) and not self.wire.compact
+            else None
+        )
         self._connections.add(sock)
         try:
             while True:
-                message = reader.next_message()
+                message, method = reader.next_message()
+                if (
+                    fast_put is not None
+                    and method in BULK_METHODS
+                    and fast_put(message, method, oprot)
+                ):
+                    continue
                 process(new_protocol(TCyMemoryBuffer(message)), oprot)
         except TTransportException as exc:
             if exc.type != TTransportException.END_OF_FILE:

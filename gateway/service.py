@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from . import validation
 from .errors import InvalidArgument
 from .ids import PartitionIdAllocator
-from .rowkey import MAX_SEQUENCE, encode
+from .rowkey import consecutive_keys
 from .scanners import Scanner, ScannerRegistry, ScanSpec
-from .store.base import PartitionStore, PutEntry, QueueMeta, Row
+from .store.base import PartitionStore, PutBatch, QueueMeta, Row
 
 log = logging.getLogger(__name__)
 
@@ -72,33 +72,22 @@ class GatewayService:
         meta = self._queue(raw_queue, writable=True)
         if messages is None or (argument == "tMessage" and messages[0] is None):
             raise InvalidArgument(argument, "must be set")
-        if len(messages) > self.limits.max_batch_messages:
-            raise InvalidArgument(
-                argument,
-                f"{len(messages)} messages; at most {self.limits.max_batch_messages} per call",
-            )
+        self._check_count(len(messages), argument)
         n_partitions = meta.partitions
         forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
         default = forced if forced is not None else random.randrange(n_partitions)
-        groups: dict[int, list[tuple[bytes, bytes]]] = {}
+        groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         max_value = self.limits.max_value_bytes
         single = argument == "tMessage"
         for i, m in enumerate(messages):
             topic, value = m.topic, m.value
-            if not topic or len(topic) > 255 or value is None or len(value) > max_value:
-                self._reject(m, i, single, argument)
-            if type(topic) is not bytes:
-                topic = (
-                    topic.encode()
-                    if isinstance(topic, str)
-                    else self._reject(m, i, single, argument)
-                )
-            if type(value) is not bytes:
-                value = (
-                    value.encode()
-                    if isinstance(value, str)
-                    else self._reject(m, i, single, argument)
-                )
+            if (
+                type(topic) is not bytes
+                or type(value) is not bytes
+                or not 0 < len(topic) < 256
+                or len(value) > max_value
+            ):
+                topic, value = self._coerce(m, i, single, argument)
             pid = m.partitionID
             if forced is not None or pid is None:
                 pid = default
@@ -108,24 +97,61 @@ class GatewayService:
                 )
             group = groups.get(pid)
             if group is None:
-                group = groups[pid] = []
-            group.append((topic, value))
-        entries: list[PutEntry] = []
-        for pid, group in groups.items():
-            ts, seq = self._allocator(meta, pid).allocate(len(group))
-            if seq + len(group) <= MAX_SEQUENCE + 1:
-                entries.extend(
-                    [PutEntry(encode(pid, ts, s), t, v) for s, (t, v) in enumerate(group, seq)]
-                )
-            else:
-                span = MAX_SEQUENCE + 1
-                entries.extend(
-                    PutEntry(encode(pid, ts + (seq + k) // span, (seq + k) % span), t, v)
-                    for k, (t, v) in enumerate(group)
-                )
-        self.store.put(meta, entries)
+                group = groups[pid] = ([], [])
+            group[0].append(topic)
+            group[1].append(value)
+        self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()])
 
-    def _reject(self, m: Any, i: int, single: bool, argument: str) -> Any:
+    def put_raw(
+        self, raw_queue: bytes, raw_pid: int | None, topics: list[bytes], values: list[bytes]
+    ) -> None:
+        """A put whose messages were already taken apart and checked on the wire (topics
+        1..255 bytes, values within the limit, no per-message partition): see
+        :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``."""
+        meta = self._queue(raw_queue, writable=True)
+        self._check_count(len(values), "tMessages")
+        if raw_pid is None:
+            pid = random.randrange(meta.partitions)
+        else:
+            pid = validation.partition(raw_pid, meta.partitions)
+        self._store(meta, [(pid, topics, values)])
+
+    def _check_count(self, count: int, argument: str) -> None:
+        if count > self.limits.max_batch_messages:
+            raise InvalidArgument(
+                argument,
+                f"{count} messages; at most {self.limits.max_batch_messages} per call",
+            )
+
+    def _store(self, meta: QueueMeta, groups: list[tuple[int, list[bytes], list[bytes]]]) -> None:
+        batches = []
+        for pid, topics, values in groups:
+            if not values:
+                continue
+            ts, seq = self._allocator(meta, pid).allocate(len(values))
+            batches.append(
+                PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
+            )
+        if batches:
+            self.store.put(meta, batches)
+
+    def _coerce(self, m: Any, i: int, single: bool, argument: str) -> tuple[bytes, bytes]:
+        """The slow path of one message: str accepted as UTF-8, anything wrong refused."""
+        topic, value = m.topic, m.value
+        if isinstance(topic, str):
+            topic = topic.encode()
+        if isinstance(value, str):
+            value = value.encode()
+        if (
+            type(topic) is bytes
+            and type(value) is bytes
+            and 0 < len(topic) < 256
+            and len(value) <= self.limits.max_value_bytes
+        ):
+            return topic, value
+        self._reject(m, i, single, argument)
+
+    def _reject(self, m: Any, i: int, single: bool, argument: str) -> NoReturn:
         topic, value = m.topic, m.value
         if not topic:
             raise InvalidArgument(self._where(argument, i, single, "topic"), "must not be empty")

@@ -70,7 +70,8 @@ class MessageReader:
         self._limits = limits
         self._buf = bytearray()
 
-    def next_message(self) -> bytes:
+    def next_message(self) -> tuple[bytes, bytes]:
+        """(the bytes of one whole checked message, its method name)."""
         return self._next_framed() if self._framed else self._next_buffered()
 
     def _check(self, data: bytes | bytearray | memoryview, state: bytes | None) -> tuple:
@@ -87,7 +88,7 @@ class MessageReader:
         except ValueError as exc:
             raise BadRequest(f"refused request: {exc}") from None
 
-    def _next_buffered(self) -> bytes:
+    def _next_buffered(self) -> tuple[bytes, bytes]:
         buf = self._buf
         state = None
         need = 1
@@ -97,7 +98,7 @@ class MessageReader:
                 if status == 0:
                     message = bytes(memoryview(buf)[:n])
                     del buf[:n]
-                    return message
+                    return message, method
                 need = n
                 limit = self._limits.bytes_for(method)
                 if need > limit:
@@ -107,7 +108,7 @@ class MessageReader:
                     )
             self._receive(buf)
 
-    def _next_framed(self) -> bytes:
+    def _next_framed(self) -> tuple[bytes, bytes]:
         buf = self._buf
         while len(buf) < 4:
             self._receive(buf)
@@ -126,7 +127,7 @@ class MessageReader:
         message = bytes(frame)
         frame.release()
         del buf[: 4 + size]
-        return message
+        return message, method
 
     def _receive(self, buf: bytearray) -> None:
         chunk = self._sock.recv(_READ_CHUNK)

@@ -39,12 +39,13 @@ class Row(NamedTuple):
     value: bytes
 
 
-class PutEntry(NamedTuple):
-    """A message to store: its full row key, topic and body."""
+class PutBatch(NamedTuple):
+    """Messages for one partition: row keys (ascending), topics and bodies, index-aligned."""
 
-    key: bytes
-    topic: bytes
-    value: bytes
+    partition: int
+    keys: list[bytes]
+    topics: Sequence[bytes]
+    values: Sequence[bytes]
 
 
 class ScanResult(NamedTuple):
@@ -97,9 +98,9 @@ class PartitionStore(abc.ABC):
         """The newest stored MessageID of a partition (expired or not), or None if empty."""
 
     @abc.abstractmethod
-    def put(self, queue: QueueMeta, entries: Sequence[PutEntry]) -> None:
-        """Stores the entries; returns once they are durable. Entries of one partition must
-        arrive in key order, and later calls never carry smaller keys for a partition."""
+    def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
+        """Stores the batches; returns once they are durable. Later calls never carry smaller
+        keys for a partition."""
 
     @abc.abstractmethod
     def scan(

@@ -35,7 +35,7 @@ from .. import rowkey
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
-from .base import PartitionStore, PutEntry, QueueMeta, Row, ScanResult
+from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class EmbeddedStore(PartitionStore):
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
         self._families: dict[str, tuple[Rdict, Any]] = {}  # cf name -> (cf Rdict, cf handle)
+        self._cell_prefixes: dict[bytes, bytes] = {}  # topic -> topic length + topic
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
         self._current = _Group()
@@ -190,18 +191,26 @@ class EmbeddedStore(PartitionStore):
         p, ts, seq = _KEY.unpack(it.key())
         return MessageId(ts, seq) if p == partition else None
 
-    def put(self, queue: QueueMeta, entries: Sequence[PutEntry]) -> None:
-        if not entries:
-            return
+    def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
         family = self._family_name(queue)
         _, handle = self._family(queue)
         batch = WriteBatch(raw_mode=True)
         floors = self._current.floors
-        for key, topic, value in entries:
-            batch.put(key, bytes((len(topic),)) + topic + value, handle)
-            slot = (family, int.from_bytes(key[:2], "big"))
-            if slot not in floors:
-                floors[slot] = key
+        prefixes = self._cell_prefixes
+        put = batch.put
+        for partition, keys, topics, values in batches:
+            if not keys:
+                continue
+            floors.setdefault((family, partition), keys[0])
+            for key, topic, value in zip(keys, topics, values, strict=True):
+                prefix = prefixes.get(topic)
+                if prefix is None:
+                    prefix = bytes((len(topic),)) + topic
+                    if len(prefixes) < 4096:
+                        prefixes[topic] = prefix
+                put(key, prefix + value, handle)
+        if not batch.len():
+            return
         self._db_call(self._db_required().write, batch, self._no_sync)
         self._await_sync()
 

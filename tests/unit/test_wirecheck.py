@@ -6,13 +6,14 @@ import struct
 from typing import Any
 
 import pytest
-from gateway._wirecheck import scan
 from hqueue.protocol import hqueue_thrift
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
+
+from gateway._wirecheck import scan
 
 T = hqueue_thrift()
 LIMITS = (4 * 1024 * 1024, 100_000, 801_024)
@@ -142,3 +143,70 @@ def test_a_long_string_asks_for_all_its_bytes_at_once() -> None:
     assert status == 1 and name == b"putMessage"
     assert need > 100_000  # the reader can refuse or wait without rescanning per chunk
     assert scan(data, False, state, *LIMITS)[:2] == (0, len(data))
+
+
+# -- the put fast path ----------------------------------------------------------------------
+
+PUTS = {
+    "putMessages": (False, False),
+    "putMessagesWithPid": (True, False),
+    "putMessage": (False, True),
+    "putMessageWithPid": (True, True),
+}
+
+any_messages = st.lists(
+    st.builds(
+        lambda t, v, p, i: T.TMessage(topic=t, value=v, partitionID=p, id=i),
+        st.binary(max_size=260),
+        st.binary(max_size=120),
+        st.none() | st.integers(0, 9),
+        st.none() | st.just(T.TMessageID(1, 2)),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=300)
+@given(st.sampled_from(list(PUTS)), any_messages, st.integers(0, 9))
+def test_extract_put_agrees_with_thriftpy2(method: str, batch: list, pid: int) -> None:
+    from gateway._wirecheck import extract_put
+
+    with_pid, single = PUTS[method]
+    args: dict[str, Any] = {"queueName": b"q1"}
+    if with_pid:
+        args["partitionID"] = pid
+    if single:
+        batch = batch[:1]
+        args["tMessage"] = batch[0]
+    else:
+        args["tMessages"] = batch
+    data = encode(False, method, **args)
+    taken = extract_put(data, with_pid, single, 100)
+    simple = all(
+        0 < len(m.topic) < 256
+        and len(m.value) <= 100
+        and m.id is None
+        and (with_pid or m.partitionID is None)
+        for m in batch
+    )
+    if not simple:
+        assert taken is None  # the generic path answers these, errors and all
+        return
+    assert taken is not None
+    seqid, queue, got_pid, topics, values = taken
+    assert (seqid, queue) == (7, b"q1")
+    assert got_pid == (pid if with_pid else None)
+    assert topics == [m.topic for m in batch]
+    assert values == [m.value for m in batch]
+
+
+def test_extract_put_leaves_incomplete_calls_to_the_generic_path() -> None:
+    from gateway._wirecheck import extract_put
+
+    no_list = encode(False, "putMessages", queueName=b"q")
+    assert extract_put(no_list, False, False, 100) is None
+    no_pid = encode(False, "putMessagesWithPid", queueName=b"q", tMessages=[])
+    assert extract_put(no_pid, True, False, 100) is None
+    empty = encode(False, "putMessages", queueName=b"q", tMessages=[])
+    assert extract_put(empty, False, False, 100) == (7, b"q", None, [], [])

@@ -1,0 +1,13 @@
+"""Type stubs for the C extension gateway/_wirecheck.c."""
+
+def scan(
+    buffer: bytes | bytearray | memoryview,
+    compact: bool,
+    state: bytes | None,
+    max_string: int,
+    max_container: int,
+    max_values: int,
+) -> tuple[int, int, bytes | None, bytes | None]: ...
+def extract_put(
+    message: bytes, with_pid: bool, single: bool, max_value: int
+) -> tuple[int, bytes, int | None, list[bytes], list[bytes]] | None: ...
