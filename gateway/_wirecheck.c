@@ -748,10 +748,144 @@ done:
     return result;
 }
 
+/* ---- the scan fast path ------------------------------------------------------------- */
+
+/* encode_messages_reply(name, seqid, partitions, rows) -> bytes
+ * The whole binary-protocol REPLY of a method returning list<TMessage> (messageScannerGetList):
+ * rows are (timestamp, sequence, topic, value) tuples, partitions one int for all rows or a
+ * list aligned with them. Spares a Python TMessage and TMessageID per message. */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_grow(Out *o, Py_ssize_t n)
+{
+    if (o->len + n <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + n)
+        cap *= 2;
+    char *p = PyMem_Realloc(o->p, (size_t)cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static void put8(Out *o, uint8_t v) { o->p[o->len++] = (char)v; }
+static void put16(Out *o, int16_t v)
+{
+    put8(o, (uint8_t)((uint16_t)v >> 8));
+    put8(o, (uint8_t)v);
+}
+static void put32(Out *o, int32_t v)
+{
+    for (int s = 24; s >= 0; s -= 8)
+        put8(o, (uint8_t)((uint32_t)v >> s));
+}
+static void put64(Out *o, int64_t v)
+{
+    for (int s = 56; s >= 0; s -= 8)
+        put8(o, (uint8_t)((uint64_t)v >> s));
+}
+static void put_field(Out *o, uint8_t type, int16_t id)
+{
+    put8(o, type);
+    put16(o, id);
+}
+
+static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *name;
+    Py_ssize_t name_len;
+    int seqid;
+    PyObject *partitions, *rows;
+    if (!PyArg_ParseTuple(args, "y#iOO!", &name, &name_len, &seqid, &partitions, &PyList_Type,
+                          &rows))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    int one_partition = PyLong_Check(partitions);
+    if (!one_partition && (!PyList_Check(partitions) || PyList_GET_SIZE(partitions) != n)) {
+        PyErr_SetString(PyExc_TypeError, "partitions must be an int or a list as long as rows");
+        return NULL;
+    }
+    long partition = one_partition ? PyLong_AsLong(partitions) : 0;
+    if (partition == -1 && PyErr_Occurred())
+        return NULL;
+
+    Out o = {NULL, 0, 0};
+    if (out_grow(&o, 32 + name_len + n * 48) < 0)
+        return NULL;
+    put32(&o, (int32_t)0x80010002); /* version 1, REPLY */
+    put32(&o, (int32_t)name_len);
+    memcpy(o.p + o.len, name, (size_t)name_len);
+    o.len += name_len;
+    put32(&o, seqid);
+    put_field(&o, 15, 0); /* success: list<TMessage> */
+    put8(&o, 12);
+    put32(&o, (int32_t)n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a row must be (timestamp, sequence, topic, value)");
+            goto fail;
+        }
+        PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
+        if (!PyBytes_Check(topic) || !PyBytes_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "topic and value must be bytes");
+            goto fail;
+        }
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0));
+        long seq = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
+        long p = partition;
+        if (!one_partition)
+            p = PyLong_AsLong(PyList_GET_ITEM(partitions, i));
+        if (PyErr_Occurred())
+            goto fail;
+        Py_ssize_t tl = PyBytes_GET_SIZE(topic), vl = PyBytes_GET_SIZE(value);
+        if (out_grow(&o, 40 + tl + vl) < 0)
+            goto fail;
+        put_field(&o, 12, 1); /* id: TMessageID */
+        put_field(&o, 10, 1);
+        put64(&o, ts);
+        put_field(&o, 6, 2);
+        put16(&o, (int16_t)seq);
+        put8(&o, 0);
+        put_field(&o, 6, 2); /* partitionID */
+        put16(&o, (int16_t)p);
+        put_field(&o, 11, 3); /* topic */
+        put32(&o, (int32_t)tl);
+        memcpy(o.p + o.len, PyBytes_AS_STRING(topic), (size_t)tl);
+        o.len += tl;
+        put_field(&o, 11, 4); /* value */
+        put32(&o, (int32_t)vl);
+        memcpy(o.p + o.len, PyBytes_AS_STRING(value), (size_t)vl);
+        o.len += vl;
+        put8(&o, 0); /* end of TMessage */
+    }
+    if (out_grow(&o, 2) < 0)
+        goto fail;
+    put8(&o, 0); /* end of the result struct */
+    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
+    PyMem_Free(o.p);
+    return result;
+fail:
+    PyMem_Free(o.p);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, compact, state, max_string, max_container, max_values) -> "
      "(0, end, None, name) | (1, need, state, name)"},
+    {"encode_messages_reply", encode_messages_reply, METH_VARARGS,
+     "encode_messages_reply(name, seqid, partitions, rows) -> bytes"},
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},

@@ -11,3 +11,9 @@ def scan(
 def extract_put(
     message: bytes, with_pid: bool, single: bool, max_value: int
 ) -> tuple[int, bytes, int | None, list[bytes], list[bytes]] | None: ...
+def encode_messages_reply(
+    name: bytes,
+    seqid: int,
+    partitions: int | list[int],
+    rows: list[tuple[int, int, bytes, bytes]],
+) -> bytes: ...

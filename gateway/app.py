@@ -92,6 +92,7 @@ class Gateway:
                 thrift,
                 thrift.HQueueService,
                 self.service,
+                binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
             self.server.processor = processor

@@ -13,9 +13,9 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import gevent
 
@@ -110,6 +110,10 @@ class PartitionCursor:
             return rows
         return [buf.popleft() for _ in range(n)]
 
+    def untake(self, rows: list[Row]) -> None:
+        """Puts rows taken but not returned back in front, in order."""
+        self._buffer.extendleft(reversed(rows))
+
     def pop(self) -> Row:
         return self._buffer.popleft()
 
@@ -117,7 +121,25 @@ class PartitionCursor:
         return self._buffer[0]
 
 
-MessageFactory = Callable[[int, Row], Any]
+class MessageRows(NamedTuple):
+    """What a scanner read: rows, and their partition (one for all, or one per row).
+
+    The Thrift boundary turns it into ``list<TMessage>``: encoded straight from the rows on
+    the binary protocol (:func:`gateway._wirecheck.encode_messages_reply`), through TMessage
+    objects otherwise (:meth:`to_messages`).
+    """
+
+    partitions: int | list[int]
+    rows: list[Row]
+
+    def to_messages(self, thrift: Any) -> list[Any]:
+        message, mid = thrift.TMessage, thrift.TMessageID
+        parts = self.partitions
+        if isinstance(parts, int):
+            return [message(mid(r[0], r[1]), parts, r[2], r[3]) for r in self.rows]
+        return [
+            message(mid(r[0], r[1]), p, r[2], r[3]) for p, r in zip(parts, self.rows, strict=True)
+        ]
 
 
 class Scanner:
@@ -129,14 +151,12 @@ class Scanner:
         meta: QueueMeta,
         partitions: Sequence[int],
         spec: ScanSpec,
-        make_message: MessageFactory,
     ) -> None:
         self.store = store
         self.queue = meta.name
         self.generation = meta.generation
         self.spec = spec
         self.cursors = [PartitionCursor(p, spec) for p in partitions]
-        self.make_message = make_message
         self.last_used = time.monotonic()
         self.busy = False
 
@@ -150,26 +170,24 @@ class Scanner:
             raise InvalidArgument("id", f"the scanner's queue '{self.queue}' is disabled")
         return meta
 
-    def next_batch(self, n: int, max_bytes: int) -> list[Any]:
-        """Up to ``n`` messages (fewer when ``max_bytes`` is reached); [] at the end."""
+    def next_rows(self, n: int, max_bytes: int) -> MessageRows:
+        """Up to ``n`` rows (fewer once ``max_bytes`` of bodies are reached); none at the end."""
         meta = self._meta()
-        make = self.make_message
         if len(self.cursors) == 1:
             cursor = self.cursors[0]
             cursor.fill(self.store, meta, n)
             rows = cursor.take(n)
-            out = []
             size = 0
             for i, row in enumerate(rows):
-                out.append(make(cursor.partition, row))
-                size += len(row.value) + len(row.topic)
+                size += len(row[3]) + len(row[2])
                 if size >= max_bytes and i + 1 < len(rows):
-                    cursor._buffer.extendleft(reversed(rows[i + 1 :]))
+                    cursor.untake(rows[i + 1 :])
+                    del rows[i + 1 :]
                     break
-            return out
+            return MessageRows(cursor.partition, rows)
         return self._merge(meta, n, max_bytes)
 
-    def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> list[Any]:
+    def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> MessageRows:
         # Every cursor that is not exhausted must have a head row before we can pick the
         # smallest; refill a cursor only when it has run dry.
         reverse = self.spec.reverse
@@ -181,25 +199,27 @@ class Scanner:
             if cursor.peek_ready():
                 heap.append(self._order(cursor.head(), cursor.partition, index, reverse))
         heapq.heapify(heap)
-        out: list[Any] = []
+        partitions: list[int] = []
+        rows: list[Row] = []
         size = 0
-        while heap and len(out) < n and size < max_bytes:
+        while heap and len(rows) < n and size < max_bytes:
             *_, index = heapq.heappop(heap)
             cursor = self.cursors[index]
             row = cursor.pop()
-            out.append(self.make_message(cursor.partition, row))
-            size += len(row.value) + len(row.topic)
+            partitions.append(cursor.partition)
+            rows.append(row)
+            size += len(row[3]) + len(row[2])
             if not cursor.peek_ready():
                 cursor.fill(self.store, meta, per_cursor)
             if cursor.peek_ready():
                 heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
-        return out
+        return MessageRows(partitions, rows)
 
     @staticmethod
     def _order(row: Row, partition: int, index: int, reverse: bool) -> tuple[int, int, int, int]:
         if reverse:
-            return (-row.timestamp, -row.sequence, -partition, index)
-        return (row.timestamp, row.sequence, partition, index)
+            return (-row[0], -row[1], -partition, index)
+        return (row[0], row[1], partition, index)
 
 
 class ScannerRegistry:

@@ -72,11 +72,8 @@ class ThriftServer:
         oprot = self._proto.get_protocol(self._trans.get_transport(SocketWriter(sock)))
         new_protocol = self._proto.get_protocol
         process = self.processor.process
-        # the put fast path reads binary-protocol bytes only
         fast_put = (
-            self.processor.process_put
-            if getattr(self.processor, "fast_puts", False) and not self.wire.compact
-            else None
+            self.processor.process_put if getattr(self.processor, "fast_puts", False) else None
         )
         self._connections.add(sock)
         try:

@@ -15,8 +15,8 @@ from . import validation
 from .errors import InvalidArgument
 from .ids import PartitionIdAllocator
 from .rowkey import consecutive_keys
-from .scanners import Scanner, ScannerRegistry, ScanSpec
-from .store.base import PartitionStore, PutBatch, QueueMeta, Row
+from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
+from .store.base import PartitionStore, PutBatch, QueueMeta
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,6 @@ class GatewayService:
         self.limits = limits or ServiceLimits()
         self._allocators: dict[tuple[str, int], PartitionIdAllocator] = {}
         self._t = thrift
-        message_cls, id_cls = thrift.TMessage, thrift.TMessageID
-
-        def make_message(partition: int, row: Row) -> Any:
-            return message_cls(id_cls(row[0], row[1]), partition, row[2], row[3])
-
-        self._make_message = make_message
-        self._empty_message = message_cls
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -211,7 +204,7 @@ class GatewayService:
 
     def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
         spec = self._scan_spec(raw)
-        return self.scanners.add(Scanner(self.store, meta, partitions, spec, self._make_message))
+        return self.scanners.add(Scanner(self.store, meta, partitions, spec))
 
     def _scan_spec(self, raw: Any) -> ScanSpec:
         if raw is None:
@@ -242,24 +235,23 @@ class GatewayService:
         return ScanSpec(start, stop, topics, reverse, caching)
 
     def messageScannerGet(self, id: Any) -> Any:
-        scanner = self.scanners.get(id)
-        batch = self._read(scanner, 1)
-        return batch[0] if batch else self._empty_message()
+        got = self._read(self.scanners.get(id), 1)
+        return got.to_messages(self._t)[0] if got.rows else self._t.TMessage()
 
-    def messageScannerGetList(self, id: Any, nbMessages: Any) -> list[Any]:
+    def messageScannerGetList(self, id: Any, nbMessages: Any) -> MessageRows:
+        """The next messages, as rows the Thrift boundary encodes as ``list<TMessage>``."""
         n = validation.batch_size(nbMessages, self.limits.max_list_messages)
-        scanner = self.scanners.get(id)
-        batch = self._read(scanner, n)
-        if not batch:
+        got = self._read(self.scanners.get(id), n)
+        if not got.rows:
             self.scanners.finish(id, "it reached its end")
-        return batch
+        return got
 
-    def _read(self, scanner: Scanner, n: int) -> list[Any]:
+    def _read(self, scanner: Scanner, n: int) -> MessageRows:
         if scanner.busy:
             raise InvalidArgument("id", "the scanner is in use by another call")
         scanner.busy = True
         try:
-            return scanner.next_batch(n, self.limits.max_response_bytes)
+            return scanner.next_rows(n, self.limits.max_response_bytes)
         finally:
             scanner.busy = False
 

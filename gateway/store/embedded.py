@@ -253,7 +253,7 @@ class EmbeddedStore(PartitionStore):
             topic = cell[1:n]
             if topics is None or topic in topics:
                 _, ts, seq = unpack(key)
-                rows.append(Row(ts, seq, topic, cell[n:]))
+                rows.append((ts, seq, topic, cell[n:]))
                 if len(rows) >= limit:
                     return ScanResult(rows, key)
             examined += 1

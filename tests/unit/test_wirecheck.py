@@ -210,3 +210,47 @@ def test_extract_put_leaves_incomplete_calls_to_the_generic_path() -> None:
     assert extract_put(no_pid, True, False, 100) is None
     empty = encode(False, "putMessages", queueName=b"q", tMessages=[])
     assert extract_put(empty, False, False, 100) == (7, b"q", None, [], [])
+
+
+# -- the scan fast path ---------------------------------------------------------------------
+
+rows_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 32767),
+        st.binary(min_size=1, max_size=255),
+        st.binary(max_size=200),
+    ),
+    max_size=20,
+)
+
+
+@settings(max_examples=200)
+@given(rows_strategy, st.integers(0, 32766), st.booleans(), st.integers(0, 2**31 - 1))
+def test_encoded_reply_is_what_thriftpy2_writes(
+    rows: list, partition: int, per_row: bool, seqid: int
+) -> None:
+    from gateway._wirecheck import encode_messages_reply
+    from gateway.scanners import MessageRows
+
+    partitions: int | list[int] = (
+        [(partition + i) % 32767 for i in range(len(rows))] if per_row else partition
+    )
+    got = encode_messages_reply(b"messageScannerGetList", seqid, partitions, rows)
+
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("messageScannerGetList", TMessageType.REPLY, seqid)
+    messages = MessageRows(partitions, rows).to_messages(T)
+    T.HQueueService.messageScannerGetList_result(success=messages).write(proto)
+    proto.write_message_end()
+    assert got == buf.getvalue()
+
+
+def test_encoded_reply_refuses_malformed_rows() -> None:
+    from gateway._wirecheck import encode_messages_reply
+
+    with pytest.raises(TypeError):
+        encode_messages_reply(b"m", 1, 0, [(1, 2, "str topic", b"v")])
+    with pytest.raises(TypeError):
+        encode_messages_reply(b"m", 1, [0, 1], [(1, 2, b"t", b"v")])
