@@ -44,7 +44,7 @@ class ScanSpec:
 class PartitionCursor:
     """Reads one partition's key range in chunks, oldest first (newest first if reversed)."""
 
-    __slots__ = ("_buffer", "_done", "_lower", "_upper", "chunk", "partition", "spec")
+    __slots__ = ("_buffer", "_bytes", "_done", "_lower", "_upper", "chunk", "partition", "spec")
 
     def __init__(self, partition: int, spec: ScanSpec) -> None:
         self.partition = partition
@@ -69,6 +69,7 @@ class PartitionCursor:
             self._lower = rowkey.id_key(p, spec.start) if spec.start else rowkey.partition_start(p)
             self._upper = rowkey.id_key(p, spec.stop) if spec.stop else rowkey.partition_end(p)
         self._buffer: deque[Row] = deque()
+        self._bytes = 0  # at least the topic and value bytes buffered
         self._done = False
 
     def peek_ready(self) -> bool:
@@ -93,6 +94,7 @@ class PartitionCursor:
                 limit=limit - len(self._buffer),
             )
             self._buffer.extend(result.rows)
+            self._bytes += result.size
             if result.resume_after is None:
                 self._done = True
             elif self.spec.reverse:
@@ -102,17 +104,24 @@ class PartitionCursor:
             if not self._done and len(self._buffer) < want:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
-    def take(self, n: int) -> list[Row]:
+    def take(self, n: int, max_bytes: int) -> list[Row]:
+        """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
         buf = self._buffer
+        if self._bytes > max_bytes:  # rare: count row by row
+            rows: list[Row] = []
+            size = 0
+            while buf and len(rows) < n and size < max_bytes:
+                row = buf.popleft()
+                size += len(row[2]) + len(row[3])
+                rows.append(row)
+            self._bytes = max(0, self._bytes - size)
+            return rows
         if n >= len(buf):
             rows = list(buf)
             buf.clear()
+            self._bytes = 0
             return rows
-        return [buf.popleft() for _ in range(n)]
-
-    def untake(self, rows: list[Row]) -> None:
-        """Puts rows taken but not returned back in front, in order."""
-        self._buffer.extendleft(reversed(rows))
+        return [buf.popleft() for _ in range(n)]  # what is left keeps the (upper) bound
 
     def pop(self) -> Row:
         return self._buffer.popleft()
@@ -176,15 +185,7 @@ class Scanner:
         if len(self.cursors) == 1:
             cursor = self.cursors[0]
             cursor.fill(self.store, meta, n)
-            rows = cursor.take(n)
-            size = 0
-            for i, row in enumerate(rows):
-                size += len(row[3]) + len(row[2])
-                if size >= max_bytes and i + 1 < len(rows):
-                    cursor.untake(rows[i + 1 :])
-                    del rows[i + 1 :]
-                    break
-            return MessageRows(cursor.partition, rows)
+            return MessageRows(cursor.partition, cursor.take(n, max_bytes))
         return self._merge(meta, n, max_bytes)
 
     def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> MessageRows:

@@ -49,6 +49,8 @@ class ScanResult(NamedTuple):
     # The last row key the store looked at (matching or not), or None when the range is
     # exhausted. The next scan continues strictly after it (before it, when reversed).
     resume_after: bytes | None
+    # At least the bytes of topics and values in ``rows`` (responses are bounded by it).
+    size: int
 
 
 class PartitionStore(abc.ABC):

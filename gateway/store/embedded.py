@@ -230,37 +230,32 @@ class EmbeddedStore(PartitionStore):
         if floor is not None and floor < upper:
             upper = floor
         if lower >= upper:
-            return ScanResult([], None)
+            return ScanResult([], None, 0)
         ro = ReadOptions()
         ro.set_iterate_upper_bound(upper)
-        it = cf.iter(ro)
-        if reverse:
-            it.seek_to_last()
-            step = it.prev
-        else:
-            it.seek(lower)  # seek_to_first ignores iterate_lower_bound in rocksdict
-            step = it.next
+        # items() steps the iterator once per row (iter() needs key, value and next calls);
+        # backwards it starts at the last key below ``upper``.
+        items: Any = cf.items(backwards=reverse, from_key=upper if reverse else lower, read_opt=ro)
         rows: list[Row] = []
+        append = rows.append
         unpack = _KEY.unpack
-        examined = 0
-        valid, key_of, value_of = it.valid, it.key, it.value
-        while valid():
-            key = key_of()
+        size = 0
+        budget = MAX_EXAMINED_PER_SCAN
+        for key, cell in items:
             if key < lower:  # rocksdict ignores iterate_lower_bound; enforce it ourselves
                 break
-            cell = value_of()
             n = cell[0] + 1
             topic = cell[1:n]
             if topics is None or topic in topics:
                 _, ts, seq = unpack(key)
-                rows.append((ts, seq, topic, cell[n:]))
+                append((ts, seq, topic, cell[n:]))
+                size += len(cell)
                 if len(rows) >= limit:
-                    return ScanResult(rows, key)
-            examined += 1
-            if examined >= MAX_EXAMINED_PER_SCAN:
-                return ScanResult(rows, key)
-            step()
-        return ScanResult(rows, None)
+                    return ScanResult(rows, key, size)
+            budget -= 1
+            if not budget:
+                return ScanResult(rows, key, size)
+        return ScanResult(rows, None, size)
 
     # -- group commit ---------------------------------------------------------------------
 

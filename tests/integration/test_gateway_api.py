@@ -356,3 +356,17 @@ def test_locations_use_the_advertised_address(start_gateway: Any, T: Any, queue_
 def test_default_location_is_host_and_port(gateway: Any, client: Any, queue_name: str) -> None:
     client.createQueue(queue_name.encode(), 2, 60, {})
     assert client.getQueueLocations(queue_name.encode()) == [gateway.address.encode()] * 2
+
+
+def test_large_responses_are_split(client: Any, T: Any, queue_name: str) -> None:
+    q = queue_name.encode()
+    client.createQueue(q, 1, 3600, {})
+    values = [bytes([i]) * (1024 * 1024) for i in range(40)]
+    for i in range(0, 40, 10):
+        client.putMessages(q, [msg(T, b"t", v) for v in values[i : i + 10]])
+    sid = client.messageScannerOpen(q, 0, T.TMessageScan())
+    first = client.messageScannerGetList(sid, 100)
+    # a response stops growing once past 16 MiB of bodies; the rest comes with the next calls
+    assert 16 <= len(first) < 40
+    rest = drain(client, sid, 100)
+    assert [m.value for m in first + rest] == values
