@@ -880,12 +880,54 @@ fail:
     return NULL;
 }
 
+/* ---- the embedded store's cells ------------------------------------------------------- */
+
+/* encode_cells(topics, values) -> [bytes((len(topic),)) + topic + value, ...]
+ * The values the embedded store keeps under each row key, made in one pass. */
+static PyObject *encode_cells(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *topics, *values;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &topics, &PyList_Type, &values))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (PyList_GET_SIZE(topics) != n) {
+        PyErr_SetString(PyExc_ValueError, "topics and values differ in length");
+        return NULL;
+    }
+    PyObject *cells = PyList_New(n);
+    if (!cells)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(topics, i), *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(t) || !PyBytes_Check(v) || PyBytes_GET_SIZE(t) > 255) {
+            Py_DECREF(cells);
+            PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
+            return NULL;
+        }
+        Py_ssize_t tl = PyBytes_GET_SIZE(t), vl = PyBytes_GET_SIZE(v);
+        PyObject *cell = PyBytes_FromStringAndSize(NULL, 1 + tl + vl);
+        if (!cell) {
+            Py_DECREF(cells);
+            return NULL;
+        }
+        char *p = PyBytes_AS_STRING(cell);
+        p[0] = (char)(uint8_t)tl;
+        memcpy(p + 1, PyBytes_AS_STRING(t), (size_t)tl);
+        memcpy(p + 1 + tl, PyBytes_AS_STRING(v), (size_t)vl);
+        PyList_SET_ITEM(cells, i, cell);
+    }
+    return cells;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, compact, state, max_string, max_container, max_values) -> "
      "(0, end, None, name) | (1, need, state, name)"},
     {"encode_messages_reply", encode_messages_reply, METH_VARARGS,
      "encode_messages_reply(name, seqid, partitions, rows) -> bytes"},
+    {"encode_cells", encode_cells, METH_VARARGS,
+     "encode_cells(topics, values) -> [topic length + topic + value, ...]"},
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},

@@ -32,6 +32,7 @@ import gevent.lock
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from .. import rowkey
+from .._wirecheck import encode_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
@@ -78,7 +79,6 @@ class EmbeddedStore(PartitionStore):
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
         self._families: dict[str, tuple[Rdict, Any]] = {}  # cf name -> (cf Rdict, cf handle)
-        self._cell_prefixes: dict[bytes, bytes] = {}  # topic -> topic length + topic
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
         self._current = _Group()
@@ -196,19 +196,13 @@ class EmbeddedStore(PartitionStore):
         _, handle = self._family(queue)
         batch = WriteBatch(raw_mode=True)
         floors = self._current.floors
-        prefixes = self._cell_prefixes
         put = batch.put
         for partition, keys, topics, values in batches:
             if not keys:
                 continue
             floors.setdefault((family, partition), keys[0])
-            for key, topic, value in zip(keys, topics, values, strict=True):
-                prefix = prefixes.get(topic)
-                if prefix is None:
-                    prefix = bytes((len(topic),)) + topic
-                    if len(prefixes) < 4096:
-                        prefixes[topic] = prefix
-                put(key, prefix + value, handle)
+            for key, cell in zip(keys, encode_cells(list(topics), list(values)), strict=True):
+                put(key, cell, handle)
         if not batch.len():
             return
         self._db_call(self._db_required().write, batch, self._no_sync)

@@ -254,3 +254,17 @@ def test_encoded_reply_refuses_malformed_rows() -> None:
         encode_messages_reply(b"m", 1, 0, [(1, 2, "str topic", b"v")])
     with pytest.raises(TypeError):
         encode_messages_reply(b"m", 1, [0, 1], [(1, 2, b"t", b"v")])
+
+
+@given(
+    st.lists(st.tuples(st.binary(min_size=1, max_size=255), st.binary(max_size=300)), max_size=30)
+)
+def test_cells_are_topic_length_topic_value(pairs: list) -> None:
+    from gateway._wirecheck import encode_cells
+    from gateway.rowkey import decode_cell, encode_cell
+
+    topics = [t for t, _ in pairs]
+    values = [v for _, v in pairs]
+    cells = encode_cells(topics, values)
+    assert cells == [encode_cell(t, v) for t, v in pairs]
+    assert [decode_cell(c) for c in cells] == pairs
