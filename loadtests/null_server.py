@@ -11,14 +11,14 @@ Two stacks, chosen with ``--stack``:
 
 The ``gateway`` stack is the gateway itself, assembled by ``gateway.app.Gateway`` exactly as
 ``hqueue-gateway`` assembles it (gevent monkey patching, ``gateway.server.ThriftServer`` with
-the same transport, protocol and request checks, ``gateway.boundary.GatewayProcessor``), with two things replaced:
-the store is a stub that does nothing, and the processor's handler is :class:`NullHandler`.
-Puts return at once (``put_raw`` too, the boundary's fast put path); ``messageScannerGetList``
-returns 1000 prebuilt messages (ids, partition id, topic and a fixed-size value all set, as the
-gateway returns them), as ``gateway.scanners.MessageRows`` when the gateway answers scans that
-way (the boundary then encodes the reply in C), else as a list of TMessages. A scanner
-returns ``--lists-per-scan`` full lists and then the empty list that marks its end, so a
-client's scan loop follows the same call sequence as against the gateway.
+the same transport, protocol and request checks, ``gateway.boundary.GatewayProcessor``), with
+two things replaced: the store is a stub that does nothing, and the processor's handler is
+:class:`NullHandler`. Puts return at once (``put_raw`` too, the boundary's fast put path);
+``messageScannerGetList`` returns 1000 prebuilt messages (ids, partition id, topic and a
+fixed-size value all set, as the gateway returns them), as ``gateway.scanners.MessageRows``
+(the boundary then encodes the reply in C). A scanner returns ``--lists-per-scan`` full lists
+and then the empty list that marks its end, so a client's scan loop follows the same call
+sequence as against the gateway.
 
 Because only the handler differs, whatever the gateway's stack costs (reading and checking
 requests, decoding, encoding replies, the event loop) is in the ceiling too, now and after
@@ -26,8 +26,8 @@ the stack changes.
 
 Usage::
 
-    python -m loadtests.null_server [--host 127.0.0.1] [--port 0] [--list-size 1000]
-        [--value-bytes 100] [--lists-per-scan 25]
+    python -m loadtests.null_server [--stack thriftpy2|gateway] [--host 127.0.0.1] [--port 0]
+        [--list-size 1000] [--value-bytes 100] [--lists-per-scan 25]
 
 It prints ``LISTENING <host>:<port>`` on stdout once bound and serves until SIGTERM/SIGINT.
 """
