@@ -125,6 +125,16 @@ static int push(Ctx *c, State *s, uint8_t kind, uint8_t t1, uint8_t t2, int64_t 
     return OK;
 }
 
+/* The message header ends at p: the arguments struct starts there, once p bytes are in. */
+static int begin_arguments(Ctx *c, State *s, int64_t p)
+{
+    if (p > c->len)
+        return more(c, p);
+    s->pos = p;
+    s->header_done = 1;
+    return push(c, s, F_STRUCT, 0, 0, 0);
+}
+
 /* ---- binary protocol ------------------------------------------------------------------ */
 
 static int binary_type_ok(uint8_t t)
@@ -228,11 +238,7 @@ static int binary_header(Ctx *c, State *s)
         p = 4 + name_len + 1 + 4;
     }
     s->name_len = name_len;
-    if (p > c->len)
-        return more(c, p);
-    s->pos = p;
-    s->header_done = 1;
-    return push(c, s, F_STRUCT, 0, 0, 0);
+    return begin_arguments(c, s, p);
 }
 
 static int binary_field(Ctx *c, int64_t *at, uint8_t *type)
@@ -355,11 +361,7 @@ static int compact_header(Ctx *c, State *s)
     s->name_off = p;
     s->name_len = (int64_t)v;
     p += (int64_t)v;
-    if (p > c->len)
-        return more(c, p);
-    s->pos = p;
-    s->header_done = 1;
-    return push(c, s, F_STRUCT, 0, 0, 0);
+    return begin_arguments(c, s, p);
 }
 
 static int compact_field(Ctx *c, int64_t *at, uint8_t *type)
