@@ -1,4 +1,4 @@
-"""The Thrift boundary: decode a request within limits, call the handler, map every failure.
+"""The Thrift boundary: decode (or take apart) a checked request, call the handler, map failures.
 
 thriftpy2's ``TProcessor.process`` drops the client's connection when a handler raises an
 exception the IDL does not declare. Here every failure becomes an answer instead:
