@@ -76,6 +76,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gateway.wire import SocketWriter
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = ROOT / "loadtests" / "results" / "bench_gateway.json"
 
@@ -134,32 +136,20 @@ def lean_socket(host: str, port: int, timeout: float = 60.0) -> socket.socket:
     return sock
 
 
-class _Sock:
-    """The minimal transport thriftpy2's C buffered transport reads from."""
+class _Sock(SocketWriter):
+    """The minimal transport thriftpy2's C buffered transport reads from and writes to."""
+
+    __slots__ = ("sock",)
 
     def __init__(self, host: str, port: int) -> None:
         self.sock = lean_socket(host, port)
+        super().__init__(self.sock)
 
     def read(self, n: int) -> bytes:
         data = self.sock.recv(n)
         if not data:
             raise ConnectionError("server closed the connection")
         return data
-
-    def write(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def flush(self) -> None:
-        pass
-
-    def is_open(self) -> bool:
-        return True
-
-    def open(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def encode_call(name: str, args: Any) -> bytes:
