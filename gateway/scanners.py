@@ -195,6 +195,8 @@ class Scanner:
         per_cursor = max(1, min(self.spec.caching, n))
         heap: list[tuple[Any, ...]] = []
         for index, cursor in enumerate(self.cursors):
+            if index % 512 == 511:
+                gevent.sleep(0)  # a queue may have 32767 partitions; let others in meanwhile
             if not cursor.peek_ready():
                 cursor.fill(self.store, meta, per_cursor)
             if cursor.peek_ready():

@@ -370,3 +370,18 @@ def test_large_responses_are_split(client: Any, T: Any, queue_name: str) -> None
     assert 16 <= len(first) < 40
     rest = drain(client, sid, 100)
     assert [m.value for m in first + rest] == values
+
+
+def test_queue_scan_over_the_most_partitions(client: Any, T: Any, queue_name: str) -> None:
+    q = queue_name.encode()
+    client.createQueue(q, 32767, 3600, {})
+    assert len(client.getQueueLocations(q)) == 32767
+    client.putMessageWithPid(q, 32766, msg(T, b"t", b"last partition"))
+    client.putMessageWithPid(q, 0, msg(T, b"t", b"first partition"))
+    got = drain(client, client.queueScannerOpen(q, T.TMessageScan()))
+    assert [(m.partitionID, m.value) for m in got] == [
+        (32766, b"last partition"),
+        (0, b"first partition"),
+    ]
+    with pytest.raises(T.IllegalArgument, match="partitionID: 32767 is out of range"):
+        client.putMessageWithPid(q, 32767, msg(T, b"t", b"x"))
