@@ -39,8 +39,8 @@ class PartitionIdAllocator:
         """Reserves ``count`` consecutive ids; returns (timestamp, first sequence).
 
         The ids are (ts, s), (ts, s+1), ... carrying into ts+1, ts+2 ... after sequence 32767;
-        use :func:`expand` to list them. Allocating a whole batch at once keeps the per-message
-        cost of a batched put to a few additions.
+        :func:`gateway.rowkey.consecutive_ids` lists them. Allocating a whole batch at once
+        keeps the per-message cost of a batched put to a few additions.
         """
         now = self._clock()
         if now > self._last_ts:
@@ -53,11 +53,3 @@ class PartitionIdAllocator:
         self._last_ts = ts + end // (MAX_SEQUENCE + 1)
         self._last_seq = end % (MAX_SEQUENCE + 1)
         return ts, seq
-
-
-def expand(ts: int, seq: int, count: int) -> list[tuple[int, int]]:
-    """The ``count`` ids starting at (ts, seq), as (timestamp, sequence) pairs."""
-    if seq + count <= MAX_SEQUENCE + 1:
-        return [(ts, s) for s in range(seq, seq + count)]
-    span = MAX_SEQUENCE + 1
-    return [(ts + (seq + i) // span, (seq + i) % span) for i in range(count)]

@@ -26,7 +26,6 @@ class MessageId(NamedTuple):
     sequence: int
 
 
-MIN_ID = MessageId(0, 0)
 MAX_ID = MessageId(MAX_TIMESTAMP, MAX_SEQUENCE)
 
 
@@ -39,27 +38,26 @@ _PARTITION_TIME = struct.Struct(">hq")
 _SEQUENCE_BYTES = [s.to_bytes(2, "big") for s in range(MAX_SEQUENCE + 1)]
 
 
+def consecutive_ids(timestamp: int, sequence: int, count: int) -> list[tuple[int, int]]:
+    """The ``count`` ids from (timestamp, sequence) as (timestamp, sequence) pairs, the
+    sequence carrying into the next millisecond after 32767 (see :mod:`gateway.ids`)."""
+    span = MAX_SEQUENCE + 1
+    return [(timestamp + (sequence + i) // span, (sequence + i) % span) for i in range(count)]
+
+
 def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]:
-    """The keys of ``count`` consecutive ids from (timestamp, sequence), carrying the
-    sequence into the next millisecond after 32767 (see :mod:`gateway.ids`)."""
+    """The row keys of :func:`consecutive_ids`; one concatenation each within a millisecond."""
     if sequence + count <= MAX_SEQUENCE + 1:
         head = _PARTITION_TIME.pack(partition, timestamp)
         seqs = _SEQUENCE_BYTES
         return [head + seqs[s] for s in range(sequence, sequence + count)]
-    span = MAX_SEQUENCE + 1
-    return [
-        _KEY.pack(partition, timestamp + (sequence + i) // span, (sequence + i) % span)
-        for i in range(count)
-    ]
+    pack = _KEY.pack
+    return [pack(partition, ts, s) for ts, s in consecutive_ids(timestamp, sequence, count)]
 
 
 def decode(key: bytes) -> tuple[int, int, int]:
     """(partition, timestamp, sequence) of a row key."""
     return _KEY.unpack(key)
-
-
-def partition_prefix(partition: int) -> bytes:
-    return _PARTITION.pack(partition)
 
 
 def partition_start(partition: int) -> bytes:

@@ -13,7 +13,7 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -74,9 +74,6 @@ class PartitionCursor:
 
     def peek_ready(self) -> bool:
         return bool(self._buffer)
-
-    def exhausted(self) -> bool:
-        return self._done and not self._buffer
 
     def fill(self, store: PartitionStore, meta: QueueMeta, want: int) -> None:
         """Reads until at least ``want`` rows are buffered or the range is exhausted."""
@@ -304,7 +301,3 @@ class ScannerRegistry:
             expired = self.expire_idle()
             if expired:
                 log.info("expired %d idle scanner(s)", expired)
-
-
-def scan_partitions(partitions: Collection[int]) -> list[int]:
-    return sorted(set(partitions))

@@ -40,8 +40,8 @@ class PutBatch(NamedTuple):
 
     partition: int
     keys: list[bytes]
-    topics: Sequence[bytes]
-    values: Sequence[bytes]
+    topics: list[bytes]
+    values: list[bytes]
 
 
 class ScanResult(NamedTuple):

@@ -201,7 +201,7 @@ class EmbeddedStore(PartitionStore):
             if not keys:
                 continue
             floors.setdefault((family, partition), keys[0])
-            for key, cell in zip(keys, encode_cells(list(topics), list(values)), strict=True):
+            for key, cell in zip(keys, encode_cells(topics, values), strict=True):
                 put(key, cell, handle)
         if not batch.len():
             return

@@ -1,8 +1,9 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.ids import PartitionIdAllocator, expand
+from gateway.ids import PartitionIdAllocator
 from gateway.rowkey import MAX_SEQUENCE, MessageId
+from gateway.rowkey import consecutive_ids as expand
 
 
 class FakeClock:

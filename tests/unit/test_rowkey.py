@@ -50,3 +50,14 @@ def test_next_id_is_the_immediate_successor(ts: int, seq: int) -> None:
 @given(st.binary(min_size=1, max_size=255), st.binary(max_size=300))
 def test_cell_round_trip(topic: bytes, value: bytes) -> None:
     assert rowkey.decode_cell(rowkey.encode_cell(topic, value)) == (topic, value)
+
+
+@given(partitions, st.integers(0, 2**40), sequences, st.integers(1, 70_000))
+def test_consecutive_keys_are_the_keys_of_consecutive_ids(
+    p: int, ts: int, seq: int, count: int
+) -> None:
+    keys = rowkey.consecutive_keys(p, ts, seq, count)
+    assert [rowkey.decode(k) for k in keys] == [
+        (p, t, s) for t, s in rowkey.consecutive_ids(ts, seq, count)
+    ]
+    assert keys == sorted(keys) and len(set(keys)) == count
