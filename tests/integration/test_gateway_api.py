@@ -374,7 +374,7 @@ def test_large_responses_are_split(client: Any, T: Any, queue_name: str) -> None
 
 def test_queue_scan_over_the_most_partitions(client: Any, T: Any, queue_name: str) -> None:
     q = queue_name.encode()
-    client.createQueue(q, 32767, 3600, {})
+    client.createQueue(q, 32767, 3600, {"hbase.hqueue.partitionsPerRegion": "4096"})
     assert len(client.getQueueLocations(q)) == 32767
     client.putMessageWithPid(q, 32766, msg(T, b"t", b"last partition"))
     client.putMessageWithPid(q, 0, msg(T, b"t", b"first partition"))
