@@ -41,6 +41,7 @@ from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
 from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .hbase_scans import ResidentScans
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class HBaseStore(PartitionStore):
         self._queues: dict[str, QueueMeta] = {}
         self._lanes: dict[tuple[bytes, int], _Lane] = {}
         self._refresher: gevent.Greenlet | None = None
+        self._scans: ResidentScans | None = None
         self._meta_table = schema.table_name(address.namespace, schema.META_TABLE)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -114,6 +116,7 @@ class HBaseStore(PartitionStore):
         import Hbase_thrift  # loaded by happybase on import
 
         Hbase = Hbase_thrift
+        self._scans = ResidentScans(self._call, Hbase)
         self._ensure_namespace()
         self._refresh_meta()
         self._refresher = gevent.spawn(self._refresh_loop)
@@ -126,6 +129,8 @@ class HBaseStore(PartitionStore):
         if self._refresher is not None:
             self._refresher.kill()
             self._refresher = None
+        if self._scans is not None:
+            self._scans.close_all()
         deadline = time.monotonic() + self.address.timeout
         while any(lane.busy for lane in self._lanes.values()) and time.monotonic() < deadline:
             gevent.sleep(0.01)  # acknowledge what is in flight before closing connections
@@ -303,8 +308,11 @@ class HBaseStore(PartitionStore):
             stop = schema.key_before(lower) or b""
         else:
             start, stop = lower, upper
-        results, exhausted = self._scan_rows(
-            queue, start=start, stop=stop, columns=columns, reverse=reverse, limit=limit
+        if self._scans is None:
+            raise StoreError("the HBase store is not started")
+        table = schema.table_name(self.address.namespace, queue.name)
+        results, exhausted = self._scans.scan(
+            table, lower, upper, start, stop, reverse=reverse, columns=columns, limit=limit
         )
         rows: list[Row] = []
         append = rows.append
