@@ -36,6 +36,7 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
 
 from .. import rowkey
+from .._wirecheck import encode_mutate_rows
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
@@ -64,11 +65,13 @@ def _admin_idl() -> Any:
 
 
 class _Write:
-    __slots__ = ("done", "error", "mutations", "size")
+    __slots__ = ("done", "error", "keys", "size", "topics", "values")
 
-    def __init__(self, mutations: list[Any], size: int) -> None:
-        self.mutations = mutations
-        self.size = size
+    def __init__(self, keys: list[bytes], topics: list[bytes], values: list[bytes]) -> None:
+        self.keys = keys
+        self.topics = topics
+        self.values = values
+        self.size = sum(map(len, values)) + 16 * len(values)
         self.done = gevent.event.Event()
         self.error: BaseException | None = None
 
@@ -230,16 +233,11 @@ class HBaseStore(PartitionStore):
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
         table = schema.table_name(self.address.namespace, queue.name)
-        mutation, batch_mutation, prefix = Hbase.Mutation, Hbase.BatchMutation, schema.COLUMN_PREFIX
         waits = []
         for partition, keys, topics, values in batches:
             if not keys:
                 continue
-            rows = [
-                batch_mutation(row=k, mutations=[mutation(column=prefix + t, value=v)])
-                for k, t, v in zip(keys, topics, values, strict=True)
-            ]
-            write = _Write(rows, sum(map(len, values)) + 16 * len(values))
+            write = _Write(keys, topics, values)
             slot = (table, partition)
             lane = self._lanes.get(slot)
             if lane is None:
@@ -261,20 +259,17 @@ class HBaseStore(PartitionStore):
                 take, rows, size = 0, 0, 0
                 for write in lane.pending:
                     if take and (
-                        rows + len(write.mutations) > _MAX_MUTATIONS
+                        rows + len(write.keys) > _MAX_MUTATIONS
                         or size + write.size > _MAX_MUTATION_BYTES
                     ):
                         break
                     take += 1
-                    rows += len(write.mutations)
+                    rows += len(write.keys)
                     size += write.size
                 group, lane.pending = lane.pending[:take], lane.pending[take:]
-                mutations = group[0].mutations
-                if len(group) > 1:
-                    mutations = [m for w in group for m in w.mutations]
                 error: BaseException | None = None
                 try:
-                    self._call(lambda c: c.mutateRows(table, mutations, {}))  # noqa: B023
+                    self._mutate_rows(table, group)
                 except StoreError as exc:
                     error = exc
                 for write in group:
@@ -284,6 +279,34 @@ class HBaseStore(PartitionStore):
             lane.busy = False
             if not lane.pending and self._lanes.get(slot) is lane:
                 del self._lanes[slot]
+
+    def _mutate_rows(self, table: bytes, group: list[_Write]) -> None:
+        """One mutateRows for the writes; returns once HBase acknowledged them (WAL on)."""
+        keys, topics, values = group[0].keys, group[0].topics, group[0].values
+        if len(group) > 1:
+            keys = [k for w in group for k in w.keys]
+            topics = [t for w in group for t in w.topics]
+            values = [v for w in group for v in w.values]
+        prefix = schema.COLUMN_PREFIX
+        if not self.address.compact:
+            # The request's bytes straight from the lists (what thriftpy2 would write for the
+            # same BatchMutations; tests/unit/test_wirecheck.py checks), then happybase's own
+            # client reads the reply.
+            request = encode_mutate_rows(table, prefix, keys, topics, values)
+
+            def send(client: Any) -> None:
+                client._oprot.trans.write(request)
+                client._oprot.trans.flush()
+                client._recv("mutateRows")
+
+            self._call(send)
+            return
+        mutation, batch_mutation = Hbase.Mutation, Hbase.BatchMutation
+        mutations = [
+            batch_mutation(row=k, mutations=[mutation(column=prefix + t, value=v)])
+            for k, t, v in zip(keys, topics, values, strict=True)
+        ]
+        self._call(lambda c: c.mutateRows(table, mutations, {}))
 
     def scan(
         self,
