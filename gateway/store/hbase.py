@@ -52,6 +52,7 @@ _META_FAMILY = b"m"
 _META_COLUMN = b"m:json"
 _GENERATION_ROW = b"\x00generation"  # queue names cannot start with a NUL
 _GENERATION_COLUMN = b"m:generation"
+_RECORD = b"m:record"
 _STALE_CLAIM_MS = 120_000  # a "creating" row older than this was left by a crash
 _MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
 _MAX_MUTATION_BYTES = 8 << 20
@@ -389,6 +390,48 @@ class HBaseStore(PartitionStore):
 
         return self._call(run)
 
+    # -- small metadata records -----------------------------------------------------------
+    # Rows "\x01<namespace>\x00<key>" of the metadata table (queue names cannot start with
+    # \x01), column m:record.
+
+    def get_record(self, namespace: str, key: str) -> bytes | None:
+        row = _record_row(namespace, key)
+        rows = self._call(lambda c: c.getRowWithColumns(self._meta_table, row, [_RECORD], {}))
+        return rows[0].columns[_RECORD].value if rows else None
+
+    def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        put = Hbase.Mutation(column=_RECORD, value=value)
+        row = _record_row(namespace, key)
+        self._call(lambda c: c.mutateRow(self._meta_table, row, [put], {}))
+
+    def delete_record(self, namespace: str, key: str) -> None:
+        row = _record_row(namespace, key)
+        self._call(lambda c: c.deleteAllRow(self._meta_table, row, {}))
+
+    def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        start = _record_row(namespace, prefix)
+        stop = _record_row(namespace, "")[:-1] + b"\x01"  # just past "\x01<namespace>\x00..."
+        skip = len(_record_row(namespace, ""))
+
+        def run(client: Any) -> list[Any]:
+            spec = Hbase.TScan(startRow=start, stopRow=stop, columns=[_RECORD], caching=1000)
+            sid = client.scannerOpenWithScan(self._meta_table, spec, {})
+            try:
+                out: list[Any] = []
+                while batch := client.scannerGetList(sid, 1000):
+                    out.extend(batch)
+                return out
+            finally:
+                client.scannerClose(sid)
+
+        rows = self._call(run)
+        encoded = prefix.encode()
+        return [
+            (r.row[skip:].decode(), r.columns[_RECORD].value)
+            for r in rows
+            if r.row[skip:].startswith(encoded)
+        ]
+
     # -- HBase calls ----------------------------------------------------------------------
 
     def _call(self, fn: Any) -> Any:
@@ -579,6 +622,10 @@ class HBaseStore(PartitionStore):
             config=d["config"],
             generation=d["generation"],
         )
+
+
+def _record_row(namespace: str, key: str) -> bytes:
+    return b"\x01" + namespace.encode() + b"\x00" + key.encode()
 
 
 def _first_line(message: str) -> str:
