@@ -15,6 +15,13 @@ class UsageError(Exception):
     pass
 
 
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--host", default="127.0.0.1")
@@ -23,7 +30,7 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--compact", action="store_true", help="as the gateway's --compact")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds")
     p.add_argument("--hex", action="store_true", help="topics and values hex-encoded")
-    p.add_argument("--batch", type=int, default=1000, help="messages per call")
+    p.add_argument("--batch", type=positive, default=1000, help="messages per call")
     p.add_argument("--partition", type=int, help="only this partition")
     p.add_argument("queue")
     return p

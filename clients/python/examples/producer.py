@@ -17,8 +17,6 @@ def main() -> int:
     args = parser(__doc__.splitlines()[0]).parse_args()
 
     def body() -> int:
-        if args.batch < 1:
-            raise UsageError(f"--batch must be >= 1, got {args.batch}")
         # read and check all of stdin before connecting: a bad line puts nothing
         messages: list[tuple[bytes, bytes]] = []
         for n, line in enumerate(sys.stdin.buffer.read().split(b"\n"), start=1):
