@@ -209,3 +209,12 @@ def test_pool_under_gevent_monkey_patching(gateway: Any, queue_name: str) -> Non
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status, made = proc.stdout.split()
     assert status == "ok" and 1 <= int(made) <= 4
+
+
+def test_batch_puts_in_order(conn: Connection, queue_name: str) -> None:
+    q = conn.create_queue(queue_name, 2, 3600)
+    with q.batch(batch_size=4, partition=1) as b:
+        for i in range(10):
+            b.put(b"t\xff", b"%d\x00" % i)
+    assert b.sent == 10
+    assert [m.value for m in q.scan(partitions=1)] == [b"%d\x00" % i for i in range(10)]

@@ -255,3 +255,29 @@ def test_pool_under_greenlets_without_monkey_patching() -> None:
 
     gevent.joinall([gevent.spawn(worker) for _ in range(6)], timeout=30, raise_error=True)
     assert peak == 2 and len(seen) == 2
+
+
+def test_batch_sends_full_batches_then_the_rest_on_exit() -> None:
+    fake = FakeClient()
+    q = conn_with(fake).queue("q")
+    with q.batch(batch_size=3, partition=2) as b:
+        for i in range(7):
+            b.put("t", b"%d" % i)
+        assert len(b) == 1 and b.sent == 6
+    assert b.sent == 7
+    sizes = [(name, len(args[2])) for name, args in fake.calls]
+    assert sizes == [("putMessagesWithPid", n) for n in (3, 3, 1)]
+
+
+def test_batch_drops_the_unsent_rest_on_an_exception() -> None:
+    fake = FakeClient()
+    q = conn_with(fake).queue("q")
+    with pytest.raises(KeyError), q.batch(batch_size=2) as b:
+        b.put("t", b"1")
+        b.put("t", b"2", partition=1)
+        b.put("t", b"3")
+        raise KeyError("stop")
+    assert [name for name, _ in fake.calls] == ["putMessages"]
+    assert [m.partitionID for m in fake.calls[0][1][1]] == [None, 1]
+    with pytest.raises(InvalidArgument, match="batch_size"):
+        q.batch(batch_size=0)

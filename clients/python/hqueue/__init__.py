@@ -11,6 +11,7 @@ The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.error
             ...
 """
 
+from .batch import Batch
 from .client import Connection, Message, MessageID, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
 from .pool import ConnectionPool
@@ -18,6 +19,7 @@ from .pool import ConnectionPool
 __version__ = "0.1.0"
 
 __all__ = [
+    "Batch",
     "Connection",
     "ConnectionPool",
     "HQueueError",

@@ -28,6 +28,7 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from . import protocol
+from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -190,9 +191,7 @@ class Connection:
         """Creates a queue and returns it. ``ttl_seconds``: how long messages are kept."""
         _int("partitions", partitions, 1, 32767)
         _int("ttl_seconds", ttl_seconds, 1, 2**31 - 1)
-        self.call(
-            "createQueue", _bytes("name", name), partitions, ttl_seconds, dict(config or {})
-        )
+        self.call("createQueue", _bytes("name", name), partitions, ttl_seconds, dict(config or {}))
         return Queue(self, name)
 
     def delete_queue(self, name: Bytes) -> None:
@@ -399,6 +398,13 @@ class Queue:
             if open_:
                 with contextlib.suppress(InvalidArgument, ServerError, TransportError):
                     conn.call("messageScannerClose", sid)
+
+    def batch(self, batch_size: int = DEFAULT_BATCH_SIZE, partition: int | None = None) -> Batch:
+        """A :class:`~hqueue.batch.Batch` that sends its puts ``batch_size`` at a time (to
+        ``partition``, else each message's own, else one random partition per call)."""
+        if partition is not None:
+            _int("partition", partition, 0, 32767)
+        return Batch(self, batch_size, partition)
 
     def locations(self) -> list[str]:
         """``host:port`` of the gateway serving each partition, in partition order."""
