@@ -226,6 +226,14 @@ def test_programs_report_bad_input_and_failures_clearly(
     assert proc.returncode == 3, proc.diagnosis
     assert "127.0.0.1:1" in proc.stderr.decode(), proc.diagnosis
 
+    # the wrong wire format (framed and compact against a buffered binary gateway): exit 3
+    mismatch = [*opts, "--framed", "--timeout", "2"]
+    if lang != "php-accel":  # the accelerator is for the binary protocol only
+        mismatch.append("--compact")
+    proc = run([*programs.scanner(lang), *mismatch, queue_name], gw, timeout=30)
+    assert proc.returncode == 3, proc.diagnosis
+    assert gw.address in proc.stderr.decode() or "framed" in proc.stderr.decode(), proc.diagnosis
+
     # a bad option: exit 2 with the usage
     proc = run([*programs.scanner(lang), "--batch", "0", queue_name], None)
     assert proc.returncode == 2, proc.diagnosis

@@ -41,6 +41,7 @@ struct Options {
   int partition = -1;  // -1: none given
   bool reverse = false;
   int status = 0;
+  int timeout = 30;  // seconds, for connecting, sending and each answer
   std::vector<std::string> topics;
   std::vector<std::string> args;  // positional arguments
 };
@@ -70,6 +71,7 @@ inline Options parseOptions(int argc, char** argv, const std::string& allowed) {
     };
     if (a == "--host") o.host = value();
     else if (a == "--port") o.port = static_cast<int>(parseInt(a, value(), 0, 65535));
+    else if (a == "--timeout") o.timeout = static_cast<int>(parseInt(a, value(), 1, 86400));
     else if (a == "--framed") o.framed = true;
     else if (a == "--compact") o.compact = true;
     else if (a == "--hex") o.hex = true;
@@ -158,9 +160,9 @@ struct Gateway {
 
   explicit Gateway(const Options& o) {
     auto socket = std::make_shared<apache::thrift::transport::TSocket>(o.host, o.port);
-    socket->setConnTimeout(5000);
-    socket->setRecvTimeout(30000);
-    socket->setSendTimeout(30000);
+    socket->setConnTimeout(o.timeout * 1000);
+    socket->setRecvTimeout(o.timeout * 1000);
+    socket->setSendTimeout(o.timeout * 1000);
     transport = wrapTransport(socket, o.framed);
     transport->open();
     client = std::make_unique<hqueue::HQueueServiceClient>(makeProtocol(transport, o.compact));

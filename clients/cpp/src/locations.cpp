@@ -5,7 +5,7 @@
 
 namespace {
 
-const char* USAGE = "[--host H] [--port P] [--framed] [--compact] QUEUE";
+const char* USAGE = "[--host H] [--port P] [--timeout S] [--framed] [--compact] QUEUE";
 
 int locate(const hqx::Options& o) {
   if (o.args.size() != 1) throw hqx::UsageError("expected one QUEUE argument");

@@ -9,7 +9,7 @@
 namespace {
 
 const char* USAGE =
-    "[--host H] [--port P] [--framed] [--compact] [--hex] [--batch N] [--partition P] QUEUE\n"
+    "[--host H] [--port P] [--timeout S] [--framed] [--compact] [--hex] [--batch N] [--partition P] QUEUE\n"
     "  stdin: one message per line, TOPIC<tab>VALUE (both hex-encoded with --hex)";
 
 int produce(const hqx::Options& o) {

@@ -10,7 +10,7 @@
 namespace {
 
 const char* USAGE =
-    "[--host H] [--port P] [--framed] [--compact] [--hex] [--batch N] [--partition P]\n"
+    "[--host H] [--port P] [--timeout S] [--framed] [--compact] [--hex] [--batch N] [--partition P]\n"
     "       [--topic T]... [--reverse] QUEUE";
 
 int scan(const hqx::Options& o) {
