@@ -281,3 +281,11 @@ def test_batch_drops_the_unsent_rest_on_an_exception() -> None:
     assert [m.partitionID for m in fake.calls[0][1][1]] == [None, 1]
     with pytest.raises(InvalidArgument, match="batch_size"):
         q.batch(batch_size=0)
+
+
+def test_an_interrupted_call_drops_the_connection() -> None:
+    fake = FakeClient(gevent.Timeout(0.1))
+    c = conn_with(fake)
+    with pytest.raises(gevent.Timeout):
+        c.queues()
+    assert not c.is_open and fake.closed  # its answer would be taken for the next call's

@@ -174,6 +174,11 @@ class Connection:
             raise TransportError(
                 f"{method} on gateway {self.host}:{self.port} failed: {exc or type(exc).__name__}"
             ) from exc
+        except BaseException:
+            # interrupted mid-call (gevent.Timeout, KeyboardInterrupt): an answer may still be
+            # on its way, and would be read as the answer to the next call
+            self.close()
+            raise
 
     # -- queues -----------------------------------------------------------------------------
 
