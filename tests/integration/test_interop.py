@@ -142,7 +142,9 @@ def parse_hex_lines(out: bytes) -> list[tuple[int, int, int, bytes, bytes]]:
 # -- the tests ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("wire", "producer", "scanner"), pairs(), ids="-".join)
+@pytest.mark.parametrize(
+    ("wire", "producer", "scanner"), pairs(), ids=[f"{w}-{p}-to-{s}" for w, p, s in pairs()]
+)
 def test_producer_then_scanner(
     programs: Programs, gateways: Any, wire: str, producer: str, scanner: str, queue_name: str
 ) -> None:
