@@ -1007,12 +1007,174 @@ fail:
     return NULL;
 }
 
+/* decode_rows_reply(message, prefix_len) -> (rows, row_count) | None
+ * ``message`` is one whole binary-protocol REPLY of HBase Thrift1's scannerGetList that scan()
+ * accepted. rows are (timestamp, sequence, topic, value) for every cell, topic = the column
+ * without its first prefix_len bytes ("message:"); row_count counts the TRowResults. None
+ * when anything is unusual (an exception in the reply, a row key that is not
+ * ours, fields out of order): the caller then decodes it the generic way. */
+static int rd_str(Reader *r, int64_t *at, int64_t *len)
+{
+    if (!rd_need(r, 4))
+        return 0;
+    int64_t n = be32(r->buf + r->pos);
+    r->pos += 4;
+    if (n < 0 || !rd_need(r, n))
+        return 0;
+    *at = r->pos;
+    *len = n;
+    r->pos += n;
+    return 1;
+}
+
+static int rd_field(Reader *r, uint8_t *type, int16_t *id)
+{
+    if (!rd_need(r, 1))
+        return 0;
+    *type = r->buf[r->pos++];
+    if (*type == 0)
+        return 1;
+    if (!rd_need(r, 2))
+        return 0;
+    *id = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+    r->pos += 2;
+    return 1;
+}
+
+/* One TCell: its value. 1 ok, 0 unusual. */
+static int rd_cell(Reader *r, int64_t *at, int64_t *len)
+{
+    *at = -1;
+    for (;;) {
+        uint8_t ft;
+        int16_t fid = 0;
+        if (!rd_field(r, &ft, &fid))
+            return 0;
+        if (ft == 0)
+            break;
+        if (fid == 1 && ft == 11) {
+            if (!rd_str(r, at, len))
+                return 0;
+        } else if (!rd_skip(r, ft, 1)) {
+            return 0;
+        }
+    }
+    return *at >= 0;
+}
+
+static PyObject *decode_rows_reply(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t prefix_len;
+    if (!PyArg_ParseTuple(args, "y*n", &view, &prefix_len))
+        return NULL;
+    Reader rd = {(const uint8_t *)view.buf, view.len, 0}, *r = &rd;
+    PyObject *rows = NULL, *last_topic = NULL, *result = NULL;
+    int32_t row_count = 0;
+    if (!rd_need(r, 8) || (uint32_t)be32(r->buf) != 0x80010002u)
+        goto unusual;
+    r->pos = 4;
+    int64_t at, len;
+    if (!rd_str(r, &at, &len) || !rd_need(r, 4))
+        goto unusual;
+    r->pos += 4; /* seqid */
+    rows = PyList_New(0);
+    if (!rows)
+        goto error;
+    for (;;) {
+        uint8_t ft;
+        int16_t fid = 0;
+        if (!rd_field(r, &ft, &fid))
+            goto unusual;
+        if (ft == 0)
+            break;
+        if (fid != 0 || ft != 15 || !rd_need(r, 5) || r->buf[r->pos] != 12)
+            goto unusual; /* an exception, or not list<TRowResult> */
+        int32_t n = be32(r->buf + r->pos + 1);
+        r->pos += 5;
+        row_count += n;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t row_at = -1, row_len = 0;
+            for (;;) {
+                if (!rd_field(r, &ft, &fid))
+                    goto unusual;
+                if (ft == 0)
+                    break;
+                if (fid == 1 && ft == 11) {
+                    if (!rd_str(r, &row_at, &row_len) || row_len != 12)
+                        goto unusual;
+                } else if (fid == 2 && ft == 13) {
+                    if (row_at < 0 || !rd_need(r, 6) || r->buf[r->pos] != 11 ||
+                        r->buf[r->pos + 1] != 12)
+                        goto unusual;
+                    int32_t m = be32(r->buf + r->pos + 2);
+                    r->pos += 6;
+                    const uint8_t *k = r->buf + row_at;
+                    long long ts = 0;
+                    for (int j = 2; j < 10; j++)
+                        ts = (long long)(((unsigned long long)ts << 8) | k[j]);
+                    int seq = (int16_t)((k[10] << 8) | k[11]);
+                    for (int32_t j = 0; j < m; j++) {
+                        int64_t col_at, col_len, val_at, val_len;
+                        if (!rd_str(r, &col_at, &col_len) || col_len <= prefix_len ||
+                            !rd_cell(r, &val_at, &val_len))
+                            goto unusual;
+                        const char *tp = (const char *)r->buf + col_at + prefix_len;
+                        Py_ssize_t tl = (Py_ssize_t)(col_len - prefix_len);
+                        PyObject *topic;
+                        if (last_topic && PyBytes_GET_SIZE(last_topic) == tl &&
+                            memcmp(PyBytes_AS_STRING(last_topic), tp, (size_t)tl) == 0) {
+                            topic = last_topic; /* topics repeat: share one object */
+                            Py_INCREF(topic);
+                        } else {
+                            topic = PyBytes_FromStringAndSize(tp, tl);
+                            if (!topic)
+                                goto error;
+                            Py_XDECREF(last_topic);
+                            last_topic = topic;
+                            Py_INCREF(last_topic);
+                        }
+                        PyObject *row = Py_BuildValue(
+                            "(LiNy#)", ts, seq, topic, (const char *)r->buf + val_at,
+                            (Py_ssize_t)val_len);
+                        if (!row)
+                            goto error;
+                        int failed = PyList_Append(rows, row) < 0;
+                        Py_DECREF(row);
+                        if (failed)
+                            goto error;
+                    }
+                } else if (!rd_skip(r, ft, 1)) {
+                    goto unusual;
+                }
+            }
+        }
+    }
+    if (r->pos != r->len)
+        goto unusual;
+    result = Py_BuildValue("(Ni)", rows, (int)row_count);
+    rows = NULL;
+    goto done;
+unusual:
+    result = Py_None;
+    Py_INCREF(result);
+error:
+done:
+    Py_XDECREF(rows);
+    Py_XDECREF(last_topic);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, compact, state, max_string, max_container, max_values) -> "
      "(0, end, None, name) | (1, need, state, name)"},
     {"encode_messages_reply", encode_messages_reply, METH_VARARGS,
      "encode_messages_reply(name, seqid, partitions, rows) -> bytes"},
+    {"decode_rows_reply", decode_rows_reply, METH_VARARGS,
+     "decode_rows_reply(message, prefix_len) -> (rows, row_count) | None"},
     {"encode_mutate_rows", encode_mutate_rows, METH_VARARGS,
      "encode_mutate_rows(table, prefix, keys, topics, values) -> bytes"},
     {"encode_cells", encode_cells, METH_VARARGS,

@@ -78,14 +78,16 @@ class Gateway:
         )  # fmt: skip
         from hqueue.protocol import connect
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while True:
             try:
-                connect("127.0.0.1", self.port, timeout=5).listQueues()
+                connect("127.0.0.1", self.port, timeout=30).listQueues()
                 return
-            except Exception:
+            except Exception as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"gateway did not start; see {self.log.name}") from None
+                    raise RuntimeError(
+                        f"gateway did not start ({exc}); see {self.log.name}"
+                    ) from None
                 time.sleep(0.2)
 
     def close(self) -> None:

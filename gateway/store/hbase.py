@@ -41,7 +41,7 @@ from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
-from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .base import PartitionStore, PutBatch, QueueMeta, ScanResult
 from .hbase_scans import ResidentScans
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class HBaseStore(PartitionStore):
         import Hbase_thrift  # loaded by happybase on import
 
         Hbase = Hbase_thrift
-        self._scans = ResidentScans(self._call, Hbase)
+        self._scans = ResidentScans(self._call, Hbase, raw=not (a.framed or a.compact))
         self._ensure_namespace()
         self._refresh_meta()
         self._refresher = gevent.spawn(self._refresh_loop)
@@ -335,21 +335,14 @@ class HBaseStore(PartitionStore):
         if self._scans is None:
             raise StoreError("the HBase store is not started")
         table = schema.table_name(self.address.namespace, queue.name)
-        results, exhausted = self._scans.scan(
-            table, lower, upper, start, stop, reverse=reverse, columns=columns, limit=limit
+        rows, exhausted = self._scans.scan(
+            table, partition, lower, upper, start, stop,
+            reverse=reverse, columns=columns, limit=limit,
+        )  # fmt: skip
+        size = sum(len(r[2]) + len(r[3]) for r in rows)
+        resume = (
+            None if exhausted or not rows else rowkey.encode(partition, rows[-1][0], rows[-1][1])
         )
-        rows: list[Row] = []
-        append = rows.append
-        decode = rowkey.decode
-        skip = len(schema.COLUMN_PREFIX)
-        size = 0
-        for r in results:
-            for column, cell in r.columns.items():  # one column per row
-                _, ts, seq = decode(r.row)
-                value = cell.value
-                append((ts, seq, column[skip:], value))
-                size += len(column) + len(value)
-        resume = None if exhausted or not results else results[-1].row
         return ScanResult(rows, resume, size)
 
     def _scan_rows(

@@ -15,18 +15,30 @@ always read by a fresh scanner, because exhausted scanners are never kept.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
 
 import gevent
+from thriftpy2.protocol import TBinaryProtocol
+from thriftpy2.transport import TMemoryBuffer
 
+from .. import rowkey
+from .._wirecheck import decode_rows_reply
+from .._wirecheck import scan as scan_message
 from ..errors import StoreError
+from .base import Row
 
 log = logging.getLogger(__name__)
 
 CHUNK = 1000  # rows per scannerGetList
 MAX_BYTES = 8 << 20  # per scan call, roughly (whole chunks)
+PREFIX_LEN = len(b"message:")
+# scannerGetList(1: ScannerID id, 2: i32 nbRows), binary protocol, strict header, seqid 0
+_GET_LIST = struct.Struct(">4si14si3si3sib")
+# Sanity bounds for replies read off the wire (HBase is trusted; these only stop garbage).
+_REPLY_LIMITS = (1 << 30, 1 << 26, 1 << 28)
 
 Key = tuple[bytes, bytes, bool, tuple[bytes, ...]]  # table, next position, reverse, columns
 
@@ -38,7 +50,7 @@ class _Open:
         self.sid = sid
         self.lower = lower
         self.upper = upper
-        self.buffer: list[Any] = []  # TRowResults read but not yet returned
+        self.buffer: list[Row] = []  # rows read but not yet returned
         self.exhausted = False
         self.ahead: gevent.Greenlet | None = None
         self.error: BaseException | None = None
@@ -50,10 +62,18 @@ class ResidentScans:
     StoreError); ``hbase`` is happybase's loaded Hbase.thrift module."""
 
     def __init__(
-        self, call: Callable[[Any], Any], hbase: Any, *, max_open: int = 1024, idle: float = 30.0
+        self,
+        call: Callable[[Any], Any],
+        hbase: Any,
+        *,
+        raw: bool,
+        max_open: int = 1024,
+        idle: float = 30.0,
     ) -> None:
         self._call = call
         self._hbase = hbase
+        # Buffered binary connections: replies are read off the socket and decoded in C.
+        self.raw = raw
         self.max_open = max_open
         self.idle = idle  # seconds; under HBase's own 60 s scanner lease
         self._open: dict[Key, _Open] = {}
@@ -70,6 +90,7 @@ class ResidentScans:
     def scan(
         self,
         table: bytes,
+        partition: int,
         lower: bytes,
         upper: bytes,
         start: bytes,
@@ -78,9 +99,9 @@ class ResidentScans:
         reverse: bool,
         columns: list[bytes],
         limit: int,
-    ) -> tuple[list[Any], bool]:
-        """Up to ``limit`` rows of ``lower <= key < upper`` (HBase's own ``start``/``stop``
-        for them given) and whether the range is exhausted."""
+    ) -> tuple[list[Row], bool]:
+        """Up to ``limit`` rows of ``lower <= key < upper`` of one partition (HBase's own
+        ``start``/``stop`` for them given) and whether the range is exhausted."""
         cols = tuple(columns)
         entry = self._open.pop((table, upper if reverse else lower, reverse, cols), None)
         if entry is not None and not (
@@ -107,8 +128,9 @@ class ResidentScans:
             except BaseException:
                 self._close(entry)
                 raise
-        if reverse and rows and rows[-1].row < lower:  # the TTL cutoff moved up past these
-            rows = [r for r in rows if r.row >= lower]
+        if reverse and rows and rowkey.encode(partition, rows[-1][0], rows[-1][1]) < lower:
+            # the TTL cutoff moved up past these: drop them, the range is done
+            rows = [r for r in rows if rowkey.encode(partition, r[0], r[1]) >= lower]
             entry.exhausted, entry.buffer = True, []
         if entry.exhausted and not entry.buffer:
             self._close(entry)
@@ -118,13 +140,13 @@ class ResidentScans:
             return rows, False
         entry.used = time.monotonic()
         entry.lower, entry.upper = lower, upper
-        position = rows[-1].row if reverse else rows[-1].row + b"\x00"
-        self._keep((table, position, reverse, cols), entry)
+        last = rowkey.encode(partition, rows[-1][0], rows[-1][1])
+        self._keep((table, last if reverse else last + b"\x00", reverse, cols), entry)
         if not entry.buffer:
             entry.ahead = gevent.spawn(self._fetch_ahead, entry, min(limit, CHUNK))
         return rows, False
 
-    def _read(self, entry: _Open, limit: int) -> list[Any]:
+    def _read(self, entry: _Open, limit: int) -> list[Row]:
         if entry.ahead is not None:
             entry.ahead.join()
             entry.ahead = None
@@ -136,22 +158,61 @@ class ResidentScans:
         size = 0
         while len(rows) < limit and not entry.exhausted and size < MAX_BYTES:
             want = min(CHUNK, limit - len(rows))
-            got = self._call(lambda c: c.scannerGetList(entry.sid, want))  # noqa: B023
+            got, count = self._get_list(entry.sid, want)
             rows.extend(got)
-            if len(got) < want:
+            if count < want:
                 entry.exhausted = True
-            size += sum(len(c.value) for r in got for c in r.columns.values())
+            size += sum(len(r[3]) for r in got)
         return rows
 
     def _fetch_ahead(self, entry: _Open, n: int) -> None:
         try:
-            got = self._call(lambda c: c.scannerGetList(entry.sid, n))
+            got, count = self._get_list(entry.sid, n)
         except BaseException as exc:  # handed to the next reader of this scanner
             entry.error = exc
             return
         entry.buffer.extend(got)
-        if len(got) < n:
+        if count < n:
             entry.exhausted = True
+
+    def _get_list(self, sid: int, n: int) -> tuple[list[Row], int]:
+        """scannerGetList(sid, n) as row tuples, and how many HBase rows came."""
+        if self.raw:
+            return self._call(lambda c: self._get_list_raw(c, sid, n))
+        got = self._call(lambda c: c.scannerGetList(sid, n))
+        return _to_rows(got), len(got)
+
+    def _get_list_raw(self, client: Any, sid: int, n: int) -> tuple[list[Row], int]:
+        trans = client._oprot.trans
+        trans.write(
+            _GET_LIST.pack(b"\x80\x01\x00\x01", 14, b"scannerGetList", 0,
+                           b"\x08\x00\x01", sid, b"\x08\x00\x02", n, 0)
+        )  # fmt: skip
+        trans.flush()
+        sock = trans.sock  # the buffered transport has read nothing since its last reply
+        data = bytearray()
+        state = None
+        while True:
+            chunk = sock.recv(1 << 18)
+            if not chunk:
+                raise OSError("HBase's Thrift server closed the connection")
+            data += chunk
+            status, end, state, _ = scan_message(data, False, state, *_REPLY_LIMITS)
+            if status == 0:
+                break
+        if end != len(data):
+            raise OSError("HBase's Thrift server sent more than one reply")
+        decoded = decode_rows_reply(data, PREFIX_LEN)
+        if decoded is not None:
+            return decoded
+        # Unusual (an IOError from HBase, say): let thriftpy2 decode it and raise it.
+        proto = TBinaryProtocol(TMemoryBuffer(bytes(data)), decode_response=False)
+        proto.read_message_begin()
+        result = self._hbase.Hbase.scannerGetList_result()
+        result.read(proto)
+        if result.success is not None:
+            return _to_rows(result.success), len(result.success)
+        raise result.io or result.ia or OSError("scannerGetList returned nothing")
 
     def _keep(self, key: Key, entry: _Open) -> None:
         while len(self._open) >= self.max_open:  # the least recently kept goes first
@@ -180,3 +241,12 @@ class ResidentScans:
                 if now - entry.used > self.idle and self._open.get(key) is entry:
                     del self._open[key]
                     self._close(entry)
+
+
+def _to_rows(results: list[Any]) -> list[Row]:
+    rows: list[Row] = []
+    for r in results:
+        _, ts, seq = rowkey.decode(r.row)
+        for column, cell in r.columns.items():
+            rows.append((ts, seq, column[PREFIX_LEN:], cell.value))
+    return rows

@@ -307,3 +307,64 @@ def test_mutate_rows_refuses_what_it_cannot_encode() -> None:
         encode_mutate_rows(b"t", b"m:", [b"k"], [], [b"v"])
     with pytest.raises(TypeError, match="must be bytes"):
         encode_mutate_rows(b"t", b"m:", [b"k"], ["topic"], [b"v"])  # type: ignore[list-item]
+
+
+def _rows_reply(results: list[Any], seqid: int = 3) -> bytes:
+    import happybase  # noqa: F401 - loads Hbase_thrift
+    import Hbase_thrift as H
+
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("scannerGetList", TMessageType.REPLY, seqid)
+    H.Hbase.scannerGetList_result(success=results).write(proto)
+    proto.write_message_end()
+    return buf.getvalue()
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 32766),
+            st.integers(0, 2**63 - 1),
+            st.integers(0, 32767),
+            st.binary(min_size=1, max_size=255),
+            st.binary(max_size=300),
+            st.integers(-(2**63), 2**63 - 1),
+        ),
+        max_size=40,
+    )
+)
+def test_rows_reply_decodes_as_thriftpy2_does(cells: list) -> None:
+    import Hbase_thrift as H
+
+    from gateway import rowkey
+    from gateway._wirecheck import decode_rows_reply
+
+    results = [
+        H.TRowResult(
+            row=rowkey.encode(p, ts, seq),
+            columns={b"message:" + topic: H.TCell(value=value, timestamp=stamp)},
+        )
+        for p, ts, seq, topic, value, stamp in cells
+    ]
+    decoded = decode_rows_reply(_rows_reply(results), len(b"message:"))
+    assert decoded == ([(ts, seq, t, v) for _, ts, seq, t, v, _ in cells], len(cells))
+
+
+def test_rows_reply_leaves_the_unusual_to_the_generic_path() -> None:
+    import Hbase_thrift as H
+
+    from gateway._wirecheck import decode_rows_reply
+
+    ours = H.TRowResult(row=bytes(12), columns={b"message:t": H.TCell(value=b"v")})
+    assert decode_rows_reply(_rows_reply([ours]), 8) == ([(0, 0, b"t", b"v")], 1)
+    assert decode_rows_reply(_rows_reply([]), 8) == ([], 0)
+    not_ours = H.TRowResult(row=b"short", columns={b"message:t": H.TCell(value=b"v")})
+    assert decode_rows_reply(_rows_reply([not_ours]), 8) is None
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("scannerGetList", TMessageType.REPLY, 0)
+    H.Hbase.scannerGetList_result(io=H.IOError(message="scanner expired")).write(proto)
+    proto.write_message_end()
+    assert decode_rows_reply(buf.getvalue(), 8) is None
+    assert decode_rows_reply(b"\x80\x01\x00\x02", 8) is None  # truncated
