@@ -615,12 +615,12 @@ def make_workload(spec: Spec) -> Workload:
     return RedisScan(spec) if scan else RedisPut(spec)
 
 
-def _client_main(spec: Spec, conn: Any) -> None:
+def _client_main(spec: Spec, conn: Any, factory: Callable[[Spec], Workload]) -> None:
     """A client process: connect, say ready, run until the window closes, report."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     try:
-        work = make_workload(spec)
+        work = factory(spec)
         conn.send(("ready", None))
         start_at, end_at = conn.recv()
         step = work.step
@@ -900,10 +900,13 @@ def _percentile(values: list[float], q: float) -> float:
 def measure(
     server: Server, op: str, mode: str, clients: int, warmup: float, duration: float,
     per_partition: int, batch: int = BATCH, value_bytes: int = VALUE_BYTES,
+    factory: Callable[[Spec], Workload] = make_workload,
 ) -> dict[str, Any]:  # fmt: skip
     """Runs ``clients`` client processes against ``server`` and returns one run's figures.
 
-    ``batch`` and ``value_bytes`` shape Thrift puts only (scans and Redis use the defaults)."""
+    ``batch`` and ``value_bytes`` shape Thrift puts only (scans and Redis use the defaults).
+    ``factory`` builds each client's workload (in the client process, which is forked, so it
+    may be any callable)."""
     ctx = mp.get_context("fork")
     procs: list[Any] = []
     conns: list[Any] = []
@@ -912,7 +915,7 @@ def measure(
             spec = Spec(server.kind, op, mode, HOST, server.port, k, clients, per_partition,
                         batch, value_bytes)  # fmt: skip
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_client_main, args=(spec, child), daemon=True)
+            p = ctx.Process(target=_client_main, args=(spec, child, factory), daemon=True)
             p.start()
             child.close()
             procs.append(p)
