@@ -8,7 +8,8 @@ side, each with its own data dir, measured in turn (runs outside, gateways insid
 * ``backlog``: the put queue first gets 10 million messages (1 million with ``--quick``; 100 B
   each, 8 partitions). Puts append to it (never truncated: the backlog only grows); scans
   open a partition at a random point of the backlog (a random timestamp between the first and
-  the last stored message, minus the room one scanner reads) and read 25 lists of 1000.
+  the last stored message, minus the room one scanner reads) and read 25 lists of 1000; a
+  second scan figure opens at the backlog's newest 25 000 messages per partition instead.
 
 Both use the lean clients of ``loadtests.bench_gateway``: 4 producer processes sending 1000 x
 100 B per call, or 4 scanner processes. The target is a ratio backlog / empty >= 0.9 for both.
@@ -24,7 +25,7 @@ import time
 import traceback
 from typing import Any
 
-from hqueue.protocol import connect, hqueue_thrift
+from hqueue.protocol import connect
 
 from loadtests import bench_gateway as bg
 from loadtests.benchmarks import charts
@@ -37,6 +38,7 @@ LISTS = 25  # GetList(1000) calls per scanner
 CLIENTS = 4
 FILLERS = 4
 TARGET = 0.9
+MIN_RUNS = 5
 
 
 # -- filling -----------------------------------------------------------------------------
@@ -149,15 +151,22 @@ class WindowScan(bg.Workload):
 
 
 def _count(server: bg.Server, queue: bytes) -> int:
-    """Messages in ``queue``: read every partition to its end (1000 per call)."""
-    t = hqueue_thrift()
-    c = connect(bg.HOST, server.port, timeout=300.0)
+    """Messages in ``queue``: every partition read to its end, 1000 per call, with the lean
+    client (it checks each message's shape and does not decode)."""
+    c = bg.LeanThrift(bg.HOST, server.port)
+    t, svc = c.t, c.t.HQueueService
+    element = bg.encode_struct(t.TMessage(t.TMessageID(1, 1), 0, bg.TOPIC, b"x" * bg.VALUE_BYTES))
     total = 0
     try:
         for p in range(bg.PARTITIONS):
-            sid = c.messageScannerOpen(queue, p, t.TMessageScan(caching=bg.BATCH))
-            while batch := c.messageScannerGetList(sid, bg.BATCH):
-                total += len(batch)
+            scan = t.TMessageScan(caching=bg.BATCH)
+            req = bg.encode_call("messageScannerOpen", svc.messageScannerOpen_args(
+                queueName=queue, partitionID=p, messageScan=scan))  # fmt: skip
+            sid = c.call(req, svc.messageScannerOpen_result)
+            get = bg.encode_call("messageScannerGetList", svc.messageScannerGetList_args(
+                id=sid, nbMessages=bg.BATCH))  # fmt: skip
+            while n := c.count_list(get, "messageScannerGetList", element):
+                total += n
     finally:
         c.close()
     return total
@@ -203,19 +212,21 @@ def run(ctx: Context) -> Result:
         r["idle_wait_s"] = waited
         return r
 
-    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in
-                                             ("put_empty", "put_backlog", "scan_empty",
-                                              "scan_backlog")}  # fmt: skip
-    for i in range(ctx.runs):  # runs outside, targets inside: drift touches both alike
+    keys = ("put_empty", "put_backlog", "scan_empty", "scan_backlog", "scan_backlog_tail")
+    runs: dict[str, list[dict[str, Any]]] = {k: [] for k in keys}
+    # a 10 % target needs more runs than the other figures: 5 at least (not in --quick)
+    n_runs = ctx.runs if ctx.quick else max(ctx.runs, MIN_RUNS)
+    for i in range(n_runs):  # runs outside, targets inside: drift touches both alike
         for key, fn in (
             ("put_empty", lambda: put(empty, True)),
             ("put_backlog", lambda: put(full, False)),
             ("scan_empty", lambda: scan(empty, bg.SCAN_QUEUE, None, None)),
             ("scan_backlog", lambda: scan(full, bg.PUT_QUEUE, lo_ms, hi_start)),
+            ("scan_backlog_tail", lambda: scan(full, bg.PUT_QUEUE, hi_start, hi_start)),
         ):
             r = fn()
             runs[key].append(r)
-            ctx.say(f"  run {i + 1}/{ctx.runs} {key}: {fmt_num(r['msgs_per_s'])} msgs/s "
+            ctx.say(f"  run {i + 1}/{n_runs} {key}: {fmt_num(r['msgs_per_s'])} msgs/s "
                     f"(p50 {r['latency_ms_p50']:.2f} ms)")  # fmt: skip
     stored = _count(full, bg.PUT_QUEUE)
     ctx.stop(empty)
@@ -239,36 +250,43 @@ def run(ctx: Context) -> Result:
             "spread empty / backlog",
         ]
     ]
-    for op, ratio in (("put", put_ratio), ("scan", scan_ratio)):
-        e, b = runs[f"{op}_empty"], runs[f"{op}_backlog"]
+    tail_ratio = med["scan_backlog_tail"] / med["scan_empty"] if med["scan_empty"] else 0.0
+    for op, key, ratio, label in (
+        ("put", "put_backlog", put_ratio, "put (1000 x 100 B)"),
+        ("scan", "scan_backlog", scan_ratio, "scan at random points (25 x GetList 1000)"),
+        ("scan", "scan_backlog_tail", tail_ratio, "scan of the backlog's newest 25 000"),
+    ):
+        e, b = runs[f"{op}_empty"], runs[key]
         table.append([
-            "put (1000 x 100 B)" if op == "put" else "scan (25 x GetList 1000)",
-            fmt_num(med[f"{op}_empty"]), fmt_num(med[f"{op}_backlog"]), f"{ratio:.2f}",
-            ok(ratio),
+            label, fmt_num(med[f"{op}_empty"]), fmt_num(med[key]), f"{ratio:.2f}", ok(ratio),
             f"{median(e, 'latency_ms_p50'):.2f} / {median(b, 'latency_ms_p50'):.2f}",
             f"{spread(e, 'msgs_per_s'):.0%} / {spread(b, 'msgs_per_s'):.0%}",
         ])  # fmt: skip
     chart = charts.bars(
         ctx.chart("backlog"),
         f"Empty queue vs. {fmt_num(backlog)} messages stored (target: within 10 %)",
-        ["put (1000 x 100 B per call)", "scan (GetList 1000)"],
-        {"empty queue": [med["put_empty"], med["scan_empty"]],
-         f"{fmt_num(backlog)} stored": [med["put_backlog"], med["scan_backlog"]]},
+        ["put (1000 x 100 B per call)", "scan from random points", "scan of the newest"],
+        {"empty queue": [med["put_empty"], med["scan_empty"], med["scan_empty"]],
+         f"{fmt_num(backlog)} stored": [med["put_backlog"], med["scan_backlog"],
+                                        med["scan_backlog_tail"]]},
         "messages/s",
-        note=f"{CLIENTS} lean clients; median of {ctx.runs} runs of {ctx.duration:g} s",
+        note=f"{CLIENTS} lean clients; median of {n_runs} runs of {ctx.duration:g} s",
     )  # fmt: skip
     summary = (
         f"The backlog ({fmt_num(backlog)} messages of 100 B in 8 partitions) took {fill_s:.0f} s "
         f"to store ({fmt_num(backlog / fill_s)} msgs/s) and {settle_s:.0f} s more until the "
         f"gateway was idle; the put queue held {fmt_num(stored)} messages at the end. Backlog "
-        "scans start at random points of it (cold data); empty-queue scans re-read the same "
-        "25 000 messages per partition (hot)."
+        "scans start at random points of it (data a lagging consumer reads, mostly not cached), "
+        "or at its newest 25 000 messages per partition (a consumer that keeps up); "
+        "empty-queue scans re-read the same 25 000 messages per partition, still in RocksDB's "
+        "memtable. The target is judged on puts and on random-point scans."
     )
     verdict = (f"put {put_ratio:.2f} ({ok(put_ratio)}), scan {scan_ratio:.2f} "
                f"({ok(scan_ratio)}) of the empty-queue rate")  # fmt: skip
     return Result(
         {"backlog_messages": backlog, "fill_s": fill_s, "settle_s": settle_s,
          "stored_at_end": stored, "medians": med, "put_ratio": put_ratio,
-         "scan_ratio": scan_ratio, "target": TARGET, "runs": runs},
+         "scan_ratio": scan_ratio, "scan_tail_ratio": tail_ratio, "target": TARGET,
+         "runs": runs},
         table, summary, [chart.name], verdict,
     )  # fmt: skip
