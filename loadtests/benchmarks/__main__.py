@@ -1,6 +1,6 @@
 """``loadtests/bench``: every benchmark of docs/BENCHMARKS.md in one run.
 
-    loadtests/bench                      # full: 3 runs x 2 s per figure, about 15-20 minutes
+    loadtests/bench                      # full: 5 runs x 2 s per figure, about 17 minutes
     loadtests/bench --quick              # 2 runs x 1 s, smaller backlog: about 3 minutes
     loadtests/bench --only producers,sizes --runs 5
     loadtests/bench --list
@@ -54,7 +54,7 @@ def build_parser(sections: dict[str, Section]) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="fewer, shorter runs (about 3 min)")
     p.add_argument("--only", help="comma-separated sections to run (default: all)")
     p.add_argument("--skip", default="", help="comma-separated sections not to run")
-    p.add_argument("--runs", type=int, help="runs per figure (default 3, quick 2)")
+    p.add_argument("--runs", type=int, help="runs per figure (default 5, quick 2)")
     p.add_argument("--duration", type=float, help="seconds per run (default 2, quick 1)")
     p.add_argument("--warmup", type=float,
                    help="seconds before each run (default 0.5, quick 0.3)")  # fmt: skip
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [n for n in chosen if n not in skip]
     settings = Settings(
         quick=args.quick,
-        runs=args.runs or (2 if args.quick else 3),
+        runs=args.runs or (2 if args.quick else 5),
         duration=args.duration or (1.0 if args.quick else 2.0),
         warmup=args.warmup if args.warmup is not None else (0.3 if args.quick else 0.5),
         out_dir=(args.out or (QUICK_OUT if args.quick else DOCS_OUT)).resolve(),

@@ -258,7 +258,7 @@ def run(ctx: Context) -> Result:
     ):
         e, b = runs[f"{op}_empty"], runs[key]
         table.append([
-            label, fmt_num(med[f"{op}_empty"]), fmt_num(med[key]), f"{ratio:.2f}", ok(ratio),
+            label, fmt_num(med[f"{op}_empty"]), fmt_num(med[key]), f"{ratio:.3f}", ok(ratio),
             f"{median(e, 'latency_ms_p50'):.2f} / {median(b, 'latency_ms_p50'):.2f}",
             f"{spread(e, 'msgs_per_s'):.0%} / {spread(b, 'msgs_per_s'):.0%}",
         ])  # fmt: skip
@@ -281,7 +281,7 @@ def run(ctx: Context) -> Result:
         "empty-queue scans re-read the same 25 000 messages per partition, still in RocksDB's "
         "memtable. The target is judged on puts and on random-point scans."
     )
-    verdict = (f"put {put_ratio:.2f} ({ok(put_ratio)}), scan {scan_ratio:.2f} "
+    verdict = (f"put {put_ratio:.3f} ({ok(put_ratio)}), scan {scan_ratio:.3f} "
                f"({ok(scan_ratio)}) of the empty-queue rate")  # fmt: skip
     return Result(
         {"backlog_messages": backlog, "fill_s": fill_s, "settle_s": settle_s,
