@@ -20,9 +20,9 @@ def _pyplot() -> Any:
 
 def _rate(x: float, _pos: Any = None) -> str:
     if x >= 1e6:
-        return f"{x / 1e6:g}M"
+        return f"{x / 1e6:.3g}M"
     if x >= 1e3:
-        return f"{x / 1e3:g}k"
+        return f"{x / 1e3:.3g}k"
     return f"{x:g}"
 
 
