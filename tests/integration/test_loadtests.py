@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT, GatewayFactory, free_port
+from tests.conftest import ROOT, GatewayFactory, free_port, wait_until
 from tests.helpers import scan_queue
 
 RUN = ROOT / "loadtests" / "run"
@@ -125,8 +125,6 @@ def test_connection_refused_mid_run_is_reported_as_a_failure(
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     try:
-        from tests.conftest import wait_until
-
         # wait until the load is on (the messages JSON is written only at the end, so poll
         # the gateway for a stored message), then kill the gateway
         def loaded() -> bool:
