@@ -120,6 +120,10 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             p.error("'--data-dir' is for the gateway started here; not with '--gateway'")
     if args.locust_args[:1] == ["--"]:
         args.locust_args = args.locust_args[1:]
+    distributed = {"--processes", "--master", "--worker"}
+    if any(a.split("=", 1)[0] in distributed for a in args.locust_args):
+        # the locustfile counts messages in its own process: workers' counts would be lost
+        p.error("locust's distributed modes (--processes, --master, --worker) are not supported")
     if args.prefill is None:
         args.prefill = 5000 if args.scenario == "scan" else 0
     if args.prefill < 0:
