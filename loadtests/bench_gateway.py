@@ -154,7 +154,7 @@ class _Sock(SocketWriter):
 
 def encode_call(name: str, args: Any) -> bytes:
     """The bytes a thriftpy2 client (buffered transport, binary protocol) sends for a call."""
-    from thriftpy2.protocol.cybin import TCyBinaryProtocol
+    from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
     from thriftpy2.thrift import TMessageType
     from thriftpy2.transport.memory import TCyMemoryBuffer
 
@@ -167,7 +167,7 @@ def encode_call(name: str, args: Any) -> bytes:
 
 
 def encode_struct(obj: Any) -> bytes:
-    from thriftpy2.protocol.cybin import TCyBinaryProtocol
+    from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
     from thriftpy2.transport.memory import TCyMemoryBuffer
 
     buf = TCyMemoryBuffer()
@@ -180,7 +180,7 @@ class LeanThrift:
 
     def __init__(self, host: str, port: int) -> None:
         from hqueue.protocol import hqueue_thrift
-        from thriftpy2.protocol.cybin import TCyBinaryProtocol
+        from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]
         from thriftpy2.transport.buffered import TCyBufferedTransport
 
         self.t = hqueue_thrift()
@@ -248,7 +248,7 @@ class LeanThrift:
             got += k
         return buf
 
-    def _drain(self, head: bytes) -> bytes:
+    def _drain(self, head: bytes | bytearray) -> bytes:
         self.sock.sock.settimeout(0.5)  # (Python's own timeout: non-blocking from here on)
         with contextlib.suppress(OSError):
             return bytes(head) + self.sock.sock.recv(4096)
@@ -380,6 +380,8 @@ class Spec:
     client: int = 0
     clients: int = 1
     per_partition: int = 25_000  # stored messages per partition (scan targets)
+    batch: int = BATCH  # messages per put call (puts only)
+    value_bytes: int = VALUE_BYTES  # bytes per message body (puts only)
 
 
 def _first_partition(spec: Spec) -> int:
@@ -397,9 +399,11 @@ class Workload:
 
 
 class ThriftPut(Workload):
+    c: Any  # LeanThrift or a thriftpy2 client, by mode
+
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
-        values = make_values(1000 + spec.client)
+        values = make_values(1000 + spec.client, spec.batch, spec.value_bytes)
         self.pid = _first_partition(spec)
         if spec.mode == "lean":
             self.c = LeanThrift(spec.host, spec.port)
@@ -440,13 +444,15 @@ class ThriftPut(Workload):
             self.c.putMessagesWithPid(PUT_QUEUE, p, self.msgs)
         else:
             self.c.putMessages(PUT_QUEUE, self.msgs)
-        return BATCH
+        return self.spec.batch
 
     def close(self) -> None:
         self.c.close()
 
 
 class ThriftScan(Workload):
+    c: Any  # LeanThrift or a thriftpy2 client, by mode
+
     def __init__(self, spec: Spec) -> None:
         self.spec = spec
         self.pid = _first_partition(spec)
@@ -579,7 +585,7 @@ class RedisScan(Workload):
         if self.spec.mode == "lean":
             n, self.last = self.c.xread(self.key, self.last, BATCH, VALUE_BYTES)
         else:
-            reply = self.r.xread({self.key: self.last}, count=BATCH)
+            reply: Any = self.r.xread({self.key: self.last}, count=BATCH)
             entries = reply[0][1] if reply else []
             n = len(entries)
             if n:
@@ -609,12 +615,12 @@ def make_workload(spec: Spec) -> Workload:
     return RedisScan(spec) if scan else RedisPut(spec)
 
 
-def _client_main(spec: Spec, conn: Any) -> None:
+def _client_main(spec: Spec, conn: Any, factory: Callable[[Spec], Workload]) -> None:
     """A client process: connect, say ready, run until the window closes, report."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
     try:
-        work = make_workload(spec)
+        work = factory(spec)
         conn.send(("ready", None))
         start_at, end_at = conn.recv()
         step = work.step
@@ -717,21 +723,25 @@ def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, pattern: str) -> re
             if m:
                 return m
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited with {proc.returncode}:\n{log.read_text()}")
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n{log.read_text()}")
         time.sleep(0.05)
-    raise RuntimeError(f"{proc.args} did not come up in {START_TIMEOUT} s:\n{log.read_text()}")
+    raise RuntimeError(f"{proc.args!r} did not come up in {START_TIMEOUT} s:\n{log.read_text()}")
 
 
-def start_gateway(workdir: Path, profile: Path | None = None) -> Server:
-    data = workdir / "gateway-data"
-    log = workdir / "gateway.log"
+def start_gateway(
+    workdir: Path, profile: Path | None = None, data: Path | None = None, name: str = "gateway"
+) -> Server:
+    """Starts ``python -m gateway`` on a port the OS picks, its data in ``data`` (default
+    ``workdir/<name>-data``) and its log in ``workdir/<name>.log``."""
+    data = data or workdir / f"{name}-data"
+    log = workdir / f"{name}.log"
     prefix = [sys.executable]
     if profile is not None:
         prefix += ["-m", "cProfile", "-o", str(profile)]
     cmd = [*prefix, "-m", "gateway", "--host", HOST, "--port", "0", "--data-dir", str(data)]
     proc = _spawn(cmd, log)
     m = _wait_for_line(proc, log, r"serving HQueueService on \S+:(\d+)")
-    return Server("gateway", "thrift", proc, int(m.group(1)), log)
+    return Server(name, "thrift", proc, int(m.group(1)), log)
 
 
 def start_ceiling(workdir: Path, per_partition: int, stack: str) -> Server:
@@ -889,17 +899,23 @@ def _percentile(values: list[float], q: float) -> float:
 
 def measure(
     server: Server, op: str, mode: str, clients: int, warmup: float, duration: float,
-    per_partition: int,
+    per_partition: int, batch: int = BATCH, value_bytes: int = VALUE_BYTES,
+    factory: Callable[[Spec], Workload] = make_workload,
 ) -> dict[str, Any]:  # fmt: skip
-    """Runs ``clients`` client processes against ``server`` and returns one run's figures."""
+    """Runs ``clients`` client processes against ``server`` and returns one run's figures.
+
+    ``batch`` and ``value_bytes`` shape Thrift puts only (scans and Redis use the defaults).
+    ``factory`` builds each client's workload (in the client process, which is forked, so it
+    may be any callable)."""
     ctx = mp.get_context("fork")
     procs: list[Any] = []
     conns: list[Any] = []
     try:
         for k in range(clients):
-            spec = Spec(server.kind, op, mode, HOST, server.port, k, clients, per_partition)
+            spec = Spec(server.kind, op, mode, HOST, server.port, k, clients, per_partition,
+                        batch, value_bytes)  # fmt: skip
             parent, child = ctx.Pipe()
-            p = ctx.Process(target=_client_main, args=(spec, child), daemon=True)
+            p = ctx.Process(target=_client_main, args=(spec, child, factory), daemon=True)
             p.start()
             child.close()
             procs.append(p)
