@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -159,14 +160,17 @@ def scan_via_happybase(host: str, port: int, table: str, partition: int, chunk: 
     return n
 
 
-def _timed(job: tuple[Any, tuple[Any, ...]]) -> tuple[int, float, float]:
+Job = tuple[Callable[..., int], tuple[Any, ...]]
+
+
+def _timed(job: Job) -> tuple[int, float, float]:
     fn, args = job
     start = time.perf_counter()
     n = fn(*args)
     return n, start, time.perf_counter()
 
 
-def run_clients(pool: Any, jobs: list[tuple[Any, tuple[Any, ...]]]) -> float:
+def run_clients(pool: Any, jobs: list[Job]) -> float:
     """Runs the jobs at once, one per client process; messages per second over the span."""
     results = pool.map(_timed, jobs)
     total = sum(n for n, _, _ in results)
@@ -201,6 +205,8 @@ def compare(
             for n in clients:
                 for kind in ("put", "scan"):
                     figures: dict[str, list[float]] = {"gateway": [], "happybase": []}
+                    gw_jobs: list[Job]
+                    hb_jobs: list[Job]
                     for _ in range(runs):
                         if kind == "put":
                             gw_jobs = [(put_via_gateway, (gw.port, "via_gateway", p, batches, batch,

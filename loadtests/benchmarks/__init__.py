@@ -16,6 +16,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.scaling",
     "loadtests.benchmarks.latency",
     "loadtests.benchmarks.backlog",
+    "loadtests.benchmarks.hbase",
 )
 
 
