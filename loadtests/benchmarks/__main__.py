@@ -179,7 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for name in chosen:
             sec = sections[name]
-            entry: dict[str, Any] = {"name": name, "title": sec.title, "charts": []}
+            entry: dict[str, Any] = {
+                "name": name, "title": sec.title, "charts": [], "started_unix": time.time(),
+                "runs": settings.runs, "duration": settings.duration, "quick": settings.quick,
+            }  # fmt: skip
             results.append(entry)
             missing = [r for r in sec.requires if not shutil.which(r)]
             if missing:
@@ -218,6 +221,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": info,
         "sections": results,
     }
+    previous = settings.out_dir / "results.json"
+    if args.only and previous.exists():
+        # --only re-measures some sections: the others keep their figures (each entry says
+        # when and how it was measured), so the report stays whole.
+        ran = {e["name"] for e in results}
+        kept = [e for e in json.loads(previous.read_text()).get("sections", [])
+                if e["name"] not in ran]  # fmt: skip
+        order = {n: i for i, n in enumerate(sections)}
+        report["sections"] = sorted(kept + results, key=lambda e: order.get(e["name"], 99))
     (settings.out_dir / "results.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     (settings.out_dir / "results.md").write_text(markdown(report))
     say(f"wrote {settings.out_dir}/results.json, results.md and the charts "
