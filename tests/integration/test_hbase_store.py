@@ -4,6 +4,7 @@ the rest of the integration suite."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import threading
@@ -120,21 +121,57 @@ def test_bad_hbase_settings_are_the_callers_fault(gateway: Any, T: Any) -> None:
 # -- HBase restarts under load --------------------------------------------------------------
 
 
-@pytest.fixture
-def private_hbase(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """An HBase of this test's own, since the test restarts it."""
-    d = tmp_path / "hbase"
+@contextlib.contextmanager
+def _own_hbase(d: Path, *flags: str) -> Iterator[str]:
     ports = [free_port() for _ in range(3)]
     script = str(ROOT / "scripts" / "hbase-local")
     subprocess.run(
         [sys.executable, script, "start", "--dir", str(d), "--zk-port", str(ports[0]),
-         "--thrift-port", str(ports[1]), "--thrift2-port", str(ports[2])],
+         "--thrift-port", str(ports[1]), "--thrift2-port", str(ports[2]), *flags],
         check=True, capture_output=True,
     )  # fmt: skip
     try:
-        yield f"hbase://127.0.0.1:{ports[1]}?admin=127.0.0.1:{ports[2]}&timeout=3", d
+        yield f"hbase://127.0.0.1:{ports[1]}?admin=127.0.0.1:{ports[2]}"
     finally:
         subprocess.run([sys.executable, script, "stop", "--dir", str(d)], capture_output=True)
+
+
+@pytest.fixture
+def private_hbase(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """An HBase of this test's own, since the test restarts it."""
+    with _own_hbase(tmp_path / "hbase") as url:
+        yield f"{url}&timeout=3", tmp_path / "hbase"
+
+
+@pytest.mark.slow
+def test_framed_compact_hbase_thrift_servers(tmp_path: Path, T: Any) -> None:
+    """HBase's Thrift servers started with -f -c: the store speaks their wire (the generic
+    thriftpy2 paths, not the binary fast paths) for data and administration alike."""
+    from tests.conftest import GatewayFactory
+
+    with _own_hbase(tmp_path / "hbase", "--framed", "--compact") as url:
+        factory = GatewayFactory(tmp_path, f"{url}&transport=framed&protocol=compact")
+        try:
+            c = factory().client()
+            c.createQueue(b"q", 3, 3600, {"hbase.hqueue.partitionsPerRegion": "2"})
+            c.putMessagesWithPid(b"q", 1, [msg(T, b"a" if i % 2 else b"b", b"%d" % i)
+                                           for i in range(2500)])  # fmt: skip
+            c.putMessageWithPid(b"q", 2, msg(T, b"a", b"other partition"))
+            forward = drain(c, c.messageScannerOpen(b"q", 1, T.TMessageScan()), 700)
+            assert [m.value for m in forward] == [b"%d" % i for i in range(2500)]
+            backward = drain(c, c.messageScannerOpen(b"q", 1, T.TMessageScan(reversed=True)))
+            assert backward == forward[::-1]
+            topic_a = drain(c, c.queueScannerOpen(b"q", T.TMessageScan(topics=[b"a"])))
+            assert len(topic_a) == 1251
+            c.truncateQueue(b"q")
+            assert drain(c, c.queueScannerOpen(b"q", T.TMessageScan())) == []
+            c.putMessageWithPid(b"q", 1, msg(T, b"a", b"after"))
+            (after,) = drain(c, c.messageScannerOpen(b"q", 1, T.TMessageScan()))
+            assert (after.id.timestamp, after.id.sequenceID) > (
+                forward[-1].id.timestamp, forward[-1].id.sequenceID,
+            )  # fmt: skip
+        finally:
+            factory.close()
 
 
 @pytest.mark.slow
