@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import ROOT, GatewayFactory, free_port, wait_until
 from tests.helpers import scan_queue
 
@@ -37,6 +39,8 @@ def csv_rows(path: Path) -> dict[str, dict[str, str]]:
         return {row["Name"]: row for row in csv.DictReader(f)}
 
 
+# loadtests/run starts its own gateway on the embedded store; the check reopens that store.
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)
 def test_mixed_scenario_on_its_own_gateway_stores_what_it_reports(
     tmp_path: Path, start_gateway: GatewayFactory
 ) -> None:
