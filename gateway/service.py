@@ -313,9 +313,7 @@ class GatewayService:
 
     # -- subscriptions (seed 3.5): see gateway.subscriptions.service ----------------------
 
-    def subscribe(
-        self, queueName: Any, subscription: Any, address: Any, leaseSeconds: Any
-    ) -> int:
+    def subscribe(self, queueName: Any, subscription: Any, address: Any, leaseSeconds: Any) -> int:
         return self._subs().subscribe(self._queue(queueName), subscription, address, leaseSeconds)
 
     def renewSubscription(self, queueName: Any, subscriberName: Any, leaseID: Any) -> bool:

@@ -232,6 +232,20 @@ class ZooKeeperRegistration(Registration):
             raise failed[0]
         log.info("registered %s in ZooKeeper (session 0x%x) at %s",
                  self.path, self.zk.client_id[0], self.address)  # fmt: skip
+        self.zk.exists(f"{self.path}/address", watch=self._address_event)
+
+    def _address_event(self, event: Any) -> None:
+        """Our ``address`` node was deleted by someone else (``delete_subscriber``, or a second
+        process with our name): register again, as a lease-based subscriber does."""
+        from kazoo.protocol.states import EventType, KazooState
+
+        if (
+            event.type == EventType.DELETED
+            and not self._stopping
+            and self.zk.state == KazooState.CONNECTED
+        ):
+            log.warning("%s/address was deleted; registering again", self.path)
+            gevent.spawn(self._register_again)
 
     def stop(self) -> None:
         self._stopping = True

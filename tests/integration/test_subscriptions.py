@@ -7,6 +7,8 @@ writes its own znodes with its own session).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -80,6 +82,17 @@ def assert_complete(runs: list[list[list[Any]]], expected: dict[int, list[str]])
                 seen[m[0]].append(m[4])
     for p, values in expected.items():
         assert seen[p] == values, f"partition {p}: {len(seen[p])} of {len(values)} arrived"
+
+
+def hq(address: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """``hqueue --gateway ADDRESS ARGS...`` of this checkout (not whichever is on PATH)."""
+    return subprocess.run(
+        [sys.executable, "-m", "hqueue.toolkit.cli", "--gateway", address, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def new_queue(client: Any, queue: str, partitions: int) -> None:
@@ -340,4 +353,55 @@ def test_vanished_subscriber_pauses_and_registers_again_by_itself(
         assert "registered /hqueue/" in sub.log() and "session lost" in sub.log()
     else:
         assert "subscribing again" in sub.log()
+    client.close()
+
+
+def test_toolkit_subscriber_commands_show_lag(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    registry: Registry,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    """add_subscriber / subscribers / delete_subscriber of seed 4.1, as a user runs them."""
+
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    new_queue(client, queue_name, 2)
+    put(client, queue_name, 0, ["old"])  # before the subscriber: not for it
+    added = hq(gw.address, "add_subscriber", queue_name, "s1")
+    assert added.returncode == 0, added.stderr
+    put(client, queue_name, 0, ["a", "b", "c"])
+    put(client, queue_name, 1, ["d"])
+    shown = hq(gw.address, "subscribers", queue_name)
+    assert shown.returncode == 0, shown.stderr
+    assert "subscriber 's1': paused (not connected); topics: all" in shown.stdout
+    rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[2:4]}
+    assert rows["0"][3] == "3" and rows["1"][3] == "1", shown.stdout
+    assert float(rows["0"][4]) >= 0.0
+
+    out = tmp_path / "out.jsonl"
+    sub = start_subscriber(gw, queue_name, "s1", "--listener", f"jsonl:{out}", registry=registry)
+    wait_until(lambda: len(read_jsonl(out)) >= 4, 20, what="the waiting messages")
+    assert sorted(m[4] for m in received_jsonl(out)) == ["a", "b", "c", "d"]
+
+    def caught_up() -> str | None:
+        text = hq(gw.address, "subscribers", queue_name).stdout
+        lags = [line.split()[3] for line in text.splitlines()[2:4]]
+        return text if lags == ["0", "0"] and "live at 127.0.0.1:" in text else None
+
+    text = wait_until(caught_up, 10, interval=0.3, what="the checkpoints to be written")
+    assert "0.0" in text
+    assert sub.stop() == 0  # a running subscriber would register again right away
+    assert "paused (not connected)" in hq(gw.address, "subscribers", queue_name).stdout
+    # seed USAGE order (subscriber, queue); the seed's example order works as well
+    deleted = hq(gw.address, "delete_subscriber", "s1", queue_name)
+    assert deleted.returncode == 0, deleted.stderr
+    assert hq(gw.address, "add_subscriber", queue_name, "s2").returncode == 0
+    shell = hq(gw.address, "shell", stdin=f"delete_subscriber '{queue_name}', 's2'\n")
+    assert shell.returncode == 0, shell.stderr
+    final = hq(gw.address, "subscribers", queue_name)
+    assert f"queue '{queue_name}' has no subscribers" in final.stdout
+    missing = hq(gw.address, "delete_subscriber", "nobody", queue_name)
+    assert missing.returncode == 1 and "no subscriber 'nobody'" in missing.stderr
     client.close()
