@@ -208,7 +208,9 @@ class ZooKeeperRegistration(Registration):
                 existing = layout.SubscriberRecord.decode(data)
             except NoNodeError:
                 stat, existing = None, None
-            record = layout.resolve(existing, requested, self._partitions, _now_ms())
+            record = layout.resolve(
+                existing, requested, self._partitions, _now_ms(), self.subscription.topics
+            )
             try:
                 if stat is None:
                     self.zk.create(self.path, record.encode())

@@ -52,7 +52,7 @@ class SubscriptionService:
                 "leaseSeconds",
                 f"must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds, got {lease_seconds!r}",
             )
-        self._write_record(meta, name, requested)
+        self._write_record(meta, name, requested, topics)
         incarnation = self.registry.set_live(meta.name, name, addr, topics)
         lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
         log.info("subscriber %s/%s registered at %s (lease %d s)", meta.name, name, addr,
@@ -77,8 +77,8 @@ class SubscriptionService:
     # -- administration -------------------------------------------------------------------
 
     def add(self, meta: QueueMeta, subscription: Any) -> None:
-        name, _, requested = self._subscription(meta, subscription)
-        self._write_record(meta, name, requested)
+        name, topics, requested = self._subscription(meta, subscription)
+        self._write_record(meta, name, requested, topics)
 
     def delete(self, meta: QueueMeta, raw_name: Any) -> None:
         name = _name(raw_name, "subscriberName")
@@ -93,12 +93,13 @@ class SubscriptionService:
         out = []
         now = wall_clock_ms()
         for sub in self.registry.list(meta.name):
+            topics = sub.topics if sub.live else sub.record.topics
             partitions = []
             for p in sub.record.partitions:
                 if p >= meta.partitions:
                     continue
                 checkpoint = sub.record.checkpoints.get(p)
-                count, capped, oldest = self._lag(meta, p, checkpoint, sub.topics)
+                count, capped, oldest = self._lag(meta, p, checkpoint, topics)
                 newest = self.store.last_id(meta, p)
                 partitions.append(
                     t.TPartitionProgress(
@@ -114,7 +115,7 @@ class SubscriptionService:
                 t.TSubscriberInfo(
                     name=sub.name.encode(),
                     address=None if sub.address is None else sub.address.encode(),
-                    topics=sorted(sub.topics or ()),
+                    topics=sorted(topics or ()),
                     partitions=partitions,
                 )
             )
@@ -182,12 +183,16 @@ class SubscriptionService:
         return name, topics, requested
 
     def _write_record(
-        self, meta: QueueMeta, name: str, requested: dict[int, layout.Id | None]
+        self,
+        meta: QueueMeta,
+        name: str,
+        requested: dict[int, layout.Id | None],
+        topics: frozenset[bytes] | None,
     ) -> None:
         now = wall_clock_ms()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
-            return layout.resolve(existing, requested, meta.partitions, now)
+            return layout.resolve(existing, requested, meta.partitions, now, topics)
 
         self.registry.update_record(meta.name, name, change)
 

@@ -16,7 +16,7 @@ A checkpoint is the last delivered MessageID of a partition as ``(timestamp ms, 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Id = tuple[int, int]  # (timestamp ms, sequence id)
@@ -56,15 +56,18 @@ def before(start: Id) -> Id | None:
 
 @dataclass
 class SubscriberRecord:
-    """The persistent part of a subscriber: its partitions and their checkpoints."""
+    """The persistent part of a subscriber: its partitions and their checkpoints, and the
+    topics of its last subscription (None: all), so its lag is known while it is away."""
 
     partitions: list[int]
     checkpoints: dict[int, Id | None] = field(default_factory=dict)
+    topics: frozenset[bytes] | None = None
 
     def encode(self) -> bytes:
         return json.dumps(
             {
                 "partitions": sorted(self.partitions),
+                "topics": sorted(t.decode("latin-1") for t in self.topics or ()) or None,
                 "checkpoints": {
                     str(p): (list(c) if c is not None else None)
                     for p, c in sorted(self.checkpoints.items())
@@ -79,12 +82,17 @@ class SubscriberRecord:
         checkpoints: dict[int, Id | None] = {}
         for p, c in (d.get("checkpoints") or {}).items():
             checkpoints[int(p)] = (int(c[0]), int(c[1])) if c is not None else None
-        return cls(sorted(int(p) for p in d.get("partitions") or []), checkpoints)
+        topics = d.get("topics")
+        return cls(
+            sorted(int(p) for p in d.get("partitions") or []),
+            checkpoints,
+            frozenset(t.encode("latin-1") for t in topics) if topics else None,
+        )
 
     def with_checkpoints(self, updates: Mapping[int, Id | None]) -> SubscriberRecord:
         merged = dict(self.checkpoints)
         merged.update(updates)
-        return SubscriberRecord(list(self.partitions), merged)
+        return SubscriberRecord(list(self.partitions), merged, self.topics)
 
 
 def resolve(
@@ -92,10 +100,12 @@ def resolve(
     requested: Mapping[int, Id | None] | None,
     partition_count: int,
     now_ms: int,
+    topics: Iterable[bytes] | None = None,
 ) -> SubscriberRecord:
     """The record after a subscription: ``requested`` maps partition -> start (inclusive) or
     None (keep the stored checkpoint, or messages from ``now_ms`` on when there is none);
-    ``requested`` None or empty means every partition. Other partitions' checkpoints stay."""
+    ``requested`` None or empty means every partition. Other partitions' checkpoints stay.
+    ``topics`` (None or empty: all) replaces the stored ones."""
     wanted: Mapping[int, Id | None] = requested or dict.fromkeys(range(partition_count))
     for p in wanted:
         if not 0 <= p < partition_count:
@@ -106,7 +116,7 @@ def resolve(
             checkpoints[p] = before(start)
         elif p not in checkpoints:
             checkpoints[p] = before((now_ms, 0))
-    return SubscriberRecord(sorted(wanted), checkpoints)
+    return SubscriberRecord(sorted(wanted), checkpoints, frozenset(topics or ()) or None)
 
 
 def encode_topics(topics: Sequence[bytes] | None) -> bytes:
