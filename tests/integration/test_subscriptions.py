@@ -405,3 +405,46 @@ def test_toolkit_subscriber_commands_show_lag(
     missing = hq(gw.address, "delete_subscriber", "nobody", queue_name)
     assert missing.returncode == 1 and "no subscriber 'nobody'" in missing.stderr
     client.close()
+
+
+def test_gateway_zookeeper_session_expiry(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    zookeeper_server: Any,
+    zk_hosts: str,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    """The gateway's own session expires (frozen past its timeout): the znodes it wrote for a
+    subscriber registered through it vanish, that subscriber registers again, the watches come
+    back, and both subscribers (one with its own session) keep receiving everything."""
+    registry = Registry("zookeeper", zk_hosts)
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    new_queue(client, queue_name, 1)
+    own, through = tmp_path / "own.jsonl", tmp_path / "through.jsonl"
+    start_subscriber(gw, queue_name, "own", "--listener", f"jsonl:{own}", registry=registry)
+    start_subscriber(gw, queue_name, "through", "--lease", "4", "--listener", f"jsonl:{through}")
+    put(client, queue_name, 0, ["one"])
+    wait_until(lambda: read_jsonl(own) and read_jsonl(through), 20, what="the first message")
+    chroot = "/" + zk_hosts.split("/", 1)[1]
+    zk = zookeeper_server.client(chroot)
+    path = f"/hqueue/{queue_name}/subscribers/through/address"
+    try:
+        gateway_session = zk.exists(path).ephemeralOwner
+        assert gw.proc is not None
+        with frozen(gw.proc):
+            wait_until(lambda: zk.exists(path) is None, 30, what="the gateway's session to expire")
+        stat = wait_until(lambda: zk.exists(path), 30, what="the subscriber to register again")
+        assert stat.ephemeralOwner != gateway_session  # written with the gateway's new session
+        client.close()
+        client = gw.client()
+        put(client, queue_name, 0, ["two", "three"])
+        for out in (own, through):
+            wait_until(lambda o=out: len(read_jsonl(o)) >= 3, 20, what=f"{out.name}")
+            values = [m[4] for m in received_jsonl(out)]
+            assert values[0] == "one" and values[-2:] == ["two", "three"]
+    finally:
+        zk.stop()
+        zk.close()
+    client.close()
