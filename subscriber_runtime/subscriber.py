@@ -23,6 +23,7 @@ from typing import Any
 
 import gevent
 import gevent.event
+import gevent.lock
 
 from .listeners import call_listener
 from .registration import GatewayRegistration, Registration, ZooKeeperRegistration
@@ -67,6 +68,7 @@ class Subscriber:
         self._registration: Registration | None = None
         self._stopping = False
         self._stopped = gevent.event.Event()
+        self._partition_locks: dict[int, gevent.lock.Semaphore] = {}
 
     @property
     def address(self) -> str:
@@ -75,9 +77,23 @@ class Subscriber:
         return f"{self.advertise_host}:{self._server.address[1]}"
 
     def consume(self, messages: list[Any]) -> int:
-        """The consumeMessages handler: every listener in order; non-zero on any failure."""
+        """The consumeMessages handler: every listener in order; non-zero on any failure.
+
+        Batches of one partition are handled one at a time: after the gateway restarts a
+        worker, a batch still in progress on the old connection finishes before the first
+        one of the new connection (which may deliver some of it again) starts."""
         if self._stopping:
             return STATUS_STOPPING
+        if not messages:
+            return STATUS_OK
+        partition = messages[0].partitionID
+        lock = self._partition_locks.get(partition)
+        if lock is None:
+            lock = self._partition_locks[partition] = gevent.lock.Semaphore()
+        with lock:
+            return self._call_listeners(messages)
+
+    def _call_listeners(self, messages: list[Any]) -> int:
         for listener in self.listeners:
             try:
                 ok = call_listener(listener, messages)

@@ -84,6 +84,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
     def _queues_changed(self, children: list[str]) -> bool:
         if self._stopping:
             return False
+        self._queues &= set(children)  # a queue node deleted and made again is watched anew
         for queue in set(children) - self._queues:
             self._queues.add(queue)
             gevent.spawn(self._watch_queue, queue)
