@@ -5,6 +5,11 @@ the subscriber answered 0 for this one. A non-zero status, a timeout or a broken
 resends the *same* batch after a growing back-off (never skipping, never reordering), on a new
 connection when the old one broke. Only an acknowledged batch advances ``acked``, which the
 checkpoint updater writes to the registry.
+
+Subscribers are spoken to in the binary protocol over a buffered transport (what every
+HQueueSubscriberService server must accept). The request is encoded from the rows in C by the
+encoder of scan replies: a ``consumeMessages`` call and its reply differ only in the message
+type and the list's field id (``encode_call``), so no TMessage object is built per message.
 """
 
 from __future__ import annotations
@@ -15,12 +20,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-from hqueue.protocol import hqueue_thrift, parse_address, subscriber_thrift
+from hqueue.protocol import parse_address, subscriber_thrift
 from thriftpy2.rpc import make_client
 
+from .._wirecheck import encode_messages_reply
+from ..store.base import Row
 from .scanner import Id, MessageBuffer
 
 log = logging.getLogger(__name__)
+
+_METHOD = b"consumeMessages"
+_TYPE_AT = 3  # the low byte of the strict binary header's version word: the message type
+_FIELD_ID_AT = 4 + 4 + len(_METHOD) + 4 + 1  # after the header and the field's type byte
+_CALL = 1
+
+
+def encode_call(partition: int, rows: list[Row]) -> bytes:
+    """The bytes of ``consumeMessages(messages)`` (strict binary protocol), from rows."""
+    data = bytearray(encode_messages_reply(_METHOD, 0, partition, rows))
+    data[_TYPE_AT] = _CALL  # a call, not a reply
+    data[_FIELD_ID_AT : _FIELD_ID_AT + 2] = b"\x00\x01"  # args field 1, not result field 0
+    return bytes(data)
 
 
 @dataclass(frozen=True)
@@ -54,8 +74,6 @@ class MessageSender:
         self.delivered = 0  # messages acknowledged by this sender
         self._client: Any = None
         self._thrift = subscriber_thrift()
-        self._message = hqueue_thrift().TMessage
-        self._id = hqueue_thrift().TMessageID
 
     def run(self) -> None:
         try:
@@ -65,9 +83,9 @@ class MessageSender:
         finally:
             self._close()
 
-    def _deliver(self, rows: list[Any]) -> None:
-        message, mid, p = self._message, self._id, self.partition
-        batch = [message(mid(r[0], r[1]), p, r[2], r[3]) for r in rows]
+    def _deliver(self, rows: list[Row]) -> None:
+        p = self.partition
+        request = encode_call(p, rows)
         attempt = 0
         while True:
             status: Any = None
@@ -79,7 +97,10 @@ class MessageSender:
                         port=self.port,
                         timeout=int(self.options.timeout * 1000),
                     )
-                status = self._client.consumeMessages(batch)
+                trans = self._client._oprot.trans
+                trans.write(request)
+                trans.flush()
+                status = self._client._recv("consumeMessages")
                 if status == 0:
                     break
                 problem = f"status {status}"
@@ -95,7 +116,7 @@ class MessageSender:
                 log_at,
                 "push of %d message(s) to %s/%s at %s (partition %d) failed (%s); "
                 "attempt %d, retrying in %.2f s",
-                len(batch), self.queue, self.name, self.address, p, problem, attempt, delay,
+                len(rows), self.queue, self.name, self.address, p, problem, attempt, delay,
             )  # fmt: skip
             gevent.sleep(delay)
         last = rows[-1]

@@ -92,3 +92,23 @@ def test_listener_results() -> None:
                       BlackHoleListener)  # fmt: skip
     with pytest.raises(ValueError, match="--listener"):
         load_listener("nonsense")
+
+
+def test_consume_call_encoded_from_rows_is_what_thriftpy2_writes() -> None:
+    from hqueue.protocol import hqueue_thrift, subscriber_thrift
+    from thriftpy2.protocol import TBinaryProtocol
+    from thriftpy2.thrift import TMessageType
+    from thriftpy2.transport import TMemoryBuffer
+
+    from gateway.subscriptions.sender import encode_call
+
+    T, S = hqueue_thrift(), subscriber_thrift()
+    rows = [(1700000000000 + i, i, b"topic", b"\x00\xffvalue%d" % i) for i in range(50)]
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("consumeMessages", TMessageType.CALL, 0)
+    S.HQueueSubscriberService.consumeMessages_args(
+        messages=[T.TMessage(T.TMessageID(r[0], r[1]), 7, r[2], r[3]) for r in rows]
+    ).write(proto)
+    proto.write_message_end()
+    assert encode_call(7, rows) == buf.getvalue()
