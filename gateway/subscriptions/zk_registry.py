@@ -15,9 +15,10 @@ guarded by a lease; when the gateway loses its session they vanish and so do the
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import gevent
 from hqueue import zk
@@ -30,7 +31,8 @@ from hqueue.subscriptions import (
     subscriber_path,
     subscribers_path,
 )
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -38,6 +40,24 @@ from ..errors import StoreError
 from .registry import ChangeCallback, CheckpointConflict, Subscriber, SubscriptionRegistry
 
 log = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _zk_errors(method: F) -> F:
+    """ZooKeeper trouble (connection loss, session expiry, timeouts) becomes a StoreError,
+    which callers of the gateway see as IOError: worth retrying later."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except CheckpointConflict:
+            raise
+        except (KazooException, SequentialGeventHandler.timeout_exception) as exc:
+            raise StoreError(f"ZooKeeper: {type(exc).__name__}: {exc}") from exc
+
+    return cast(F, wrapper)
 
 
 class ZooKeeperRegistry(SubscriptionRegistry):
@@ -137,12 +157,14 @@ class ZooKeeperRegistry(SubscriptionRegistry):
 
     # -- reading --------------------------------------------------------------------------
 
+    @_zk_errors
     def queues(self) -> list[str]:
         try:
             return sorted(self.zk.get_children(ROOT))
         except NoNodeError:
             return []
 
+    @_zk_errors
     def list(self, queue: str) -> list[Subscriber]:
         try:
             names = self.zk.get_children(subscribers_path(queue))
@@ -155,6 +177,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
                 subscribers.append(sub)
         return subscribers
 
+    @_zk_errors
     def get(self, queue: str, name: str) -> Subscriber | None:
         path = subscriber_path(queue, name)
         try:
@@ -179,6 +202,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
 
     # -- writing --------------------------------------------------------------------------
 
+    @_zk_errors
     def update_record(
         self,
         queue: str,
@@ -203,11 +227,13 @@ class ZooKeeperRegistry(SubscriptionRegistry):
             except (BadVersionError, NoNodeError):
                 continue
 
+    @_zk_errors
     def delete(self, queue: str, name: str) -> None:
         self.leases.release(queue, name, None)
         with contextlib.suppress(NoNodeError):
             self.zk.delete(subscriber_path(queue, name), recursive=True)
 
+    @_zk_errors
     def save_checkpoints(
         self, queue: str, name: str, checkpoints: Mapping[int, Id | None], expected_version: int
     ) -> int:
@@ -223,6 +249,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
         except (BadVersionError, NoNodeError) as exc:
             raise CheckpointConflict(f"{path}: {type(exc).__name__}") from exc
 
+    @_zk_errors
     def set_live(self, queue: str, name: str, address: str, topics: frozenset[bytes] | None) -> str:
         path = subscriber_path(queue, name)
         for child in ("address", "topics"):
@@ -240,6 +267,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
             raise StoreError(f"{path}/address vanished right after it was created")
         return str(stat.czxid)
 
+    @_zk_errors
     def clear_live(self, queue: str, name: str, incarnation: str | None) -> None:
         path = subscriber_path(queue, name)
         stat = self.zk.exists(f"{path}/address")
