@@ -448,3 +448,38 @@ def test_gateway_zookeeper_session_expiry(
         zk.stop()
         zk.close()
     client.close()
+
+
+def test_explicit_start_and_wake_up_on_put(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    registry: Registry,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    """A start MessageID is inclusive and overrides the checkpoint; an idle worker is woken by
+    the next put at once (its periodic re-check is 5 s)."""
+    from tests.helpers import drain
+
+    T = hqueue_thrift()
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    new_queue(client, queue_name, 2)
+    put(client, queue_name, 1, ["m0", "m1", "m2"])
+    stored = drain(client, client.messageScannerOpen(queue_name.encode(), 1, T.TMessageScan()))
+    start = stored[1].id
+    out = tmp_path / "out.jsonl"
+    start_subscriber(
+        gw, queue_name, "s1", "--partitions", f"1:{start.timestamp}.{start.sequenceID}",
+        "--listener", f"jsonl:{out}", registry=registry,
+    )  # fmt: skip
+    wait_until(lambda: len(read_jsonl(out)) >= 2, 20, what="the messages from the start")
+    assert [m[4] for m in received_jsonl(out)] == ["m1", "m2"]
+    time.sleep(1.0)  # the worker is idle now
+    put(client, queue_name, 0, ["not subscribed"])
+    began = time.monotonic()
+    put(client, queue_name, 1, ["m3"])
+    wait_until(lambda: len(read_jsonl(out)) >= 3, 5, interval=0.002, what="m3")
+    assert time.monotonic() - began < 1.0, "the put did not wake the idle worker"
+    assert [m[4] for m in received_jsonl(out)] == ["m1", "m2", "m3"]
+    client.close()
