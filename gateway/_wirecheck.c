@@ -922,12 +922,99 @@ static PyObject *encode_cells(PyObject *self, PyObject *args)
     return cells;
 }
 
+/* ---- HBase: the mutateRows call of the HBase store ------------------------------------- */
+
+static void put_bytes(Out *o, const char *p, Py_ssize_t n)
+{
+    put32(o, (int32_t)n);
+    memcpy(o->p + o->len, p, (size_t)n);
+    o->len += n;
+}
+
+/* encode_mutate_rows(table, prefix, keys, topics, values) -> bytes
+ * The whole binary-protocol CALL of HBase Thrift1's mutateRows(tableName, rowBatches,
+ * attributes={}), one BatchMutation per row with one Mutation: column = prefix + topic,
+ * value, writeToWAL = true; the bytes thriftpy2 would write for the same objects. Spares two
+ * Python structs per message and their encoding. */
+static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    const char *table, *prefix;
+    Py_ssize_t table_len, prefix_len;
+    PyObject *keys, *topics, *values;
+    if (!PyArg_ParseTuple(args, "y#y#O!O!O!", &table, &table_len, &prefix, &prefix_len,
+                          &PyList_Type, &keys, &PyList_Type, &topics, &PyList_Type, &values))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(topics) != n || PyList_GET_SIZE(values) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys, topics and values differ in length");
+        return NULL;
+    }
+    static const char name[] = "mutateRows";
+    Out o = {NULL, 0, 0};
+    if (out_grow(&o, 64 + table_len + n * (48 + prefix_len)) < 0)
+        return NULL;
+    put32(&o, (int32_t)0x80010001); /* version 1, CALL */
+    put_bytes(&o, name, (Py_ssize_t)(sizeof name - 1));
+    put32(&o, 0); /* seqid */
+    put_field(&o, 11, 1); /* tableName */
+    put_bytes(&o, table, table_len);
+    put_field(&o, 15, 2); /* rowBatches: list<BatchMutation> */
+    put8(&o, 12);
+    put32(&o, (int32_t)n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(keys, i), *t = PyList_GET_ITEM(topics, i),
+                 *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(k) || !PyBytes_Check(t) || !PyBytes_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "keys, topics and values must be bytes");
+            goto fail;
+        }
+        Py_ssize_t kl = PyBytes_GET_SIZE(k), tl = PyBytes_GET_SIZE(t), vl = PyBytes_GET_SIZE(v);
+        if (out_grow(&o, 64 + kl + prefix_len + tl + vl) < 0)
+            goto fail;
+        put_field(&o, 11, 1); /* BatchMutation.row */
+        put_bytes(&o, PyBytes_AS_STRING(k), kl);
+        put_field(&o, 15, 2); /* mutations: list<Mutation> of one */
+        put8(&o, 12);
+        put32(&o, 1);
+        put_field(&o, 2, 1); /* isDelete = false */
+        put8(&o, 0);
+        put_field(&o, 11, 2); /* column = prefix + topic */
+        put32(&o, (int32_t)(prefix_len + tl));
+        memcpy(o.p + o.len, prefix, (size_t)prefix_len);
+        o.len += prefix_len;
+        memcpy(o.p + o.len, PyBytes_AS_STRING(t), (size_t)tl);
+        o.len += tl;
+        put_field(&o, 11, 3); /* value */
+        put_bytes(&o, PyBytes_AS_STRING(v), vl);
+        put_field(&o, 2, 4); /* writeToWAL = true */
+        put8(&o, 1);
+        put8(&o, 0); /* end of Mutation */
+        put8(&o, 0); /* end of BatchMutation */
+    }
+    if (out_grow(&o, 16) < 0)
+        goto fail;
+    put_field(&o, 13, 3); /* attributes: map<Text, Text>, empty */
+    put8(&o, 11);
+    put8(&o, 11);
+    put32(&o, 0);
+    put8(&o, 0); /* end of the arguments */
+    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
+    PyMem_Free(o.p);
+    return result;
+fail:
+    PyMem_Free(o.p);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS,
      "scan(buffer, compact, state, max_string, max_container, max_values) -> "
      "(0, end, None, name) | (1, need, state, name)"},
     {"encode_messages_reply", encode_messages_reply, METH_VARARGS,
      "encode_messages_reply(name, seqid, partitions, rows) -> bytes"},
+    {"encode_mutate_rows", encode_mutate_rows, METH_VARARGS,
+     "encode_mutate_rows(table, prefix, keys, topics, values) -> bytes"},
     {"encode_cells", encode_cells, METH_VARARGS,
      "encode_cells(topics, values) -> [topic length + topic + value, ...]"},
     {"extract_put", extract_put, METH_VARARGS,

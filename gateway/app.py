@@ -45,6 +45,7 @@ class GatewayConfig:
     max_request_bytes: int = 64 * 1024 * 1024
     max_batch_messages: int = 100_000
     ttl_sweep_interval: float = 60.0  # seconds
+    store: str = "embedded"  # or hbase://HOST:PORT[?...], see gateway.store.hbase_schema
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
@@ -53,9 +54,7 @@ class GatewayConfig:
 class Gateway:
     def __init__(self, config: GatewayConfig, store: PartitionStore | None = None) -> None:
         self.config = config
-        self.store = store or EmbeddedStore(
-            config.data_dir, ttl_sweep_interval=config.ttl_sweep_interval
-        )
+        self.store = store or open_store(config)
         self.scanners = ScannerRegistry(
             idle_timeout=config.scanner_timeout, max_open=config.max_scanners
         )
@@ -126,7 +125,7 @@ class Gateway:
             port,
             "framed" if self.config.framed else "buffered",
             "compact" if self.config.compact else "binary",
-            self.config.data_dir,
+            self.config.data_dir if self.config.store == "embedded" else self.config.store,
             advertise,
         )
 
@@ -160,6 +159,16 @@ class Gateway:
         gevent.signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
         self._stop_requested.wait()
         self.stop()
+
+
+def open_store(config: GatewayConfig) -> PartitionStore:
+    """The store ``config.store`` names: ``embedded`` (default) or ``hbase://...``."""
+    if config.store == "embedded":
+        return EmbeddedStore(config.data_dir, ttl_sweep_interval=config.ttl_sweep_interval)
+    from .store.hbase import HBaseStore  # happybase is only needed for this backend
+    from .store.hbase_schema import HBaseAddress
+
+    return HBaseStore(HBaseAddress.parse(config.store))
 
 
 def _reachable(host: str) -> str:

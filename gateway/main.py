@@ -15,7 +15,17 @@ from collections.abc import Sequence
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="hqueue-gateway",
-        description="Serve the hqueue Thrift API (HQueueService) over an embedded store.",
+        description="Serve the hqueue Thrift API (HQueueService) over an embedded store "
+        "or Apache HBase.",
+    )
+    p.add_argument(
+        "--store",
+        default="embedded",
+        metavar="embedded|hbase://HOST:PORT[?OPTIONS]",
+        help="where messages live: the embedded store in --data-dir (default), or HBase "
+        "through its Thrift1 server at HOST:PORT (options: admin=HOST:PORT of its Thrift2 "
+        "server, default PORT+1; transport=buffered|framed; protocol=binary|compact; "
+        "namespace=NS; pool=N; timeout=SECONDS; max_regions=N)",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
     p.add_argument("--port", type=int, default=9190, help="port to listen on (default %(default)s)")
@@ -146,6 +156,13 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.max_request_bytes < args.max_value_bytes + 4096:
         parser.error("--max-request-bytes must exceed --max-value-bytes by at least 4096")
+    if args.store != "embedded":
+        from .store.hbase_schema import HBaseAddress
+
+        try:
+            HBaseAddress.parse(args.store)
+        except ValueError as exc:
+            parser.error(str(exc))
     if args.advertise:
         from hqueue.protocol import parse_address
 
@@ -187,6 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_request_bytes=args.max_request_bytes,
         max_batch_messages=args.max_batch_messages,
         ttl_sweep_interval=args.ttl_sweep_interval,
+        store=args.store,
         zookeeper=args.zookeeper,
         zookeeper_session_timeout=args.zookeeper_session_timeout,
         push=PushOptions(

@@ -184,9 +184,13 @@ class GatewayService:
         alloc = self._allocators.get(slot)
         if alloc is None:
             # Seeded from the newest stored row, so ids keep increasing across restarts.
-            alloc = self._allocators[slot] = PartitionIdAllocator(
-                self.store.last_id(meta, partition)
-            )
+            last = self.store.last_id(meta, partition)
+            # A store that does I/O yields in last_id: a concurrent first put to this
+            # partition may have seeded the allocator meanwhile, and two would hand out
+            # the same ids.
+            alloc = self._allocators.get(slot)
+            if alloc is None:
+                alloc = self._allocators[slot] = PartitionIdAllocator(last)
         return alloc
 
     # -- scans ----------------------------------------------------------------------------

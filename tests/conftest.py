@@ -51,11 +51,21 @@ def wait_until(
 
 
 class GatewayProcess:
-    """A gateway running as its own process: ``hqueue-gateway --port P --data-dir D ...``."""
+    """A gateway running as its own process: ``hqueue-gateway --port P --data-dir D ...``.
 
-    def __init__(self, data_dir: Path, log_path: Path, *flags: str, port: int | None = None):
+    ``store`` is ``--store``'s value: ``embedded`` or an ``hbase://`` address."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        *flags: str,
+        port: int | None = None,
+        store: str = "embedded",
+    ):
         self.data_dir = data_dir
         self.log_path = log_path
+        self.store = store
         self.flags = list(flags)
         self.host = "127.0.0.1"
         self.port = port or free_port()
@@ -71,7 +81,7 @@ class GatewayProcess:
         cmd = [
             sys.executable, "-m", "gateway",
             "--host", self.host, "--port", str(self.port),
-            "--data-dir", str(self.data_dir), *self.flags,
+            "--data-dir", str(self.data_dir), "--store", self.store, *self.flags,
         ]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
@@ -124,16 +134,27 @@ class GatewayProcess:
 
 
 class GatewayFactory:
-    def __init__(self, tmp_path: Path) -> None:
+    """Starts gateways of one test over one store: the embedded one (a data dir per gateway
+    unless given) or HBase (one namespace per test, shared by the test's gateways, so a
+    restarted gateway finds its queues as a restarted embedded one does in its data dir)."""
+
+    def __init__(self, tmp_path: Path, store: str = "embedded") -> None:
         self.tmp_path = tmp_path
+        self.store = store
         self.started: list[GatewayProcess] = []
+
+    @property
+    def kind(self) -> str:
+        return "embedded" if self.store == "embedded" else "hbase"
 
     def __call__(
         self, *flags: str, data_dir: Path | None = None, port: int | None = None
     ) -> GatewayProcess:
         n = len(self.started)
         data_dir = data_dir or self.tmp_path / f"data{n}"
-        gw = GatewayProcess(data_dir, self.tmp_path / f"gateway{n}.log", *flags, port=port)
+        gw = GatewayProcess(
+            data_dir, self.tmp_path / f"gateway{n}.log", *flags, port=port, store=self.store
+        )
         self.started.append(gw)
         return gw.start()
 
@@ -157,10 +178,49 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
             report.sections.append(("gateway logs", factory.logs()))
 
 
+@pytest.fixture(scope="session")
+def hbase_url(request: Any, tmp_path_factory: Any) -> Iterator[str]:
+    """A real HBase for the session: ``$HQUEUE_TEST_HBASE`` (an ``hbase://`` address) when
+    set, else one started here with ``scripts/hbase-local`` on free ports and stopped after."""
+    given = os.environ.get("HQUEUE_TEST_HBASE")
+    if given:
+        yield given
+        return
+    d = tmp_path_factory.mktemp("hbase-local")
+    zk, thrift1, thrift2 = free_port(), free_port(), free_port()
+    script = str(ROOT / "scripts" / "hbase-local")
+    result = subprocess.run(
+        [sys.executable, script, "start", "--dir", str(d), "--zk-port", str(zk),
+         "--thrift-port", str(thrift1), "--thrift2-port", str(thrift2)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if result.returncode != 0:
+        pytest.fail(
+            "could not start the local HBase these tests need (JDK 17 and Maven: "
+            "apt-get install openjdk-17-jdk-headless maven; or set HQUEUE_TEST_HBASE):\n"
+            + result.stdout
+            + result.stderr,
+            pytrace=False,
+        )
+    try:
+        yield f"hbase://127.0.0.1:{thrift1}?admin=127.0.0.1:{thrift2}"
+    finally:
+        subprocess.run([sys.executable, script, "stop", "--dir", str(d)], capture_output=True)
+
+
+@pytest.fixture(params=["embedded", "hbase"])
+def store(request: Any) -> str:
+    """Each gateway test runs over both stores; HBase tests get a namespace of their own."""
+    if request.param == "embedded":
+        return "embedded"
+    url: str = request.getfixturevalue("hbase_url")
+    return f"{url}{'&' if '?' in url else '?'}namespace=t_{uuid.uuid4().hex[:10]}"
+
+
 @pytest.fixture
-def start_gateway(request: Any, tmp_path: Path) -> Iterator[GatewayFactory]:
+def start_gateway(request: Any, tmp_path: Path, store: str) -> Iterator[GatewayFactory]:
     """Starts gateways: ``start_gateway("--framed", data_dir=...)`` -> GatewayProcess."""
-    factory = GatewayFactory(tmp_path)
+    factory = GatewayFactory(tmp_path, store)
     request.node._gateway_factory = factory
     yield factory
     factory.close()

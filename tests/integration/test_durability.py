@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from tests.conftest import wait_until
 from tests.helpers import drain, key, msg
 
@@ -97,6 +99,7 @@ def test_expired_messages_are_never_returned(start_gateway: Any, T: Any, queue_n
     assert [m.value for m in drain(c, c.queueScannerOpen(q, T.TMessageScan()))] == [b"fresh"]
 
 
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)  # HBase: test_hbase_store
 def test_expired_messages_are_deleted_from_disk(
     start_gateway: Any, T: Any, queue_name: str
 ) -> None:

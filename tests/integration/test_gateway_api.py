@@ -372,9 +372,13 @@ def test_large_responses_are_split(client: Any, T: Any, queue_name: str) -> None
     assert [m.value for m in first + rest] == values
 
 
-def test_queue_scan_over_the_most_partitions(client: Any, T: Any, queue_name: str) -> None:
+@pytest.mark.timeout(300)
+def test_queue_scan_over_the_most_partitions(gateway: Any, T: Any, queue_name: str) -> None:
+    # Over HBase every partition costs an HBase scan when the queue scanner primes its
+    # cursors: about a minute for 32767 partitions on a loaded 2-core machine.
+    client = gateway.client(timeout=240)
     q = queue_name.encode()
-    client.createQueue(q, 32767, 3600, {})
+    client.createQueue(q, 32767, 3600, {"hbase.hqueue.partitionsPerRegion": "4096"})
     assert len(client.getQueueLocations(q)) == 32767
     client.putMessageWithPid(q, 32766, msg(T, b"t", b"last partition"))
     client.putMessageWithPid(q, 0, msg(T, b"t", b"first partition"))

@@ -268,3 +268,42 @@ def test_cells_are_topic_length_topic_value(pairs: list) -> None:
     cells = encode_cells(topics, values)
     assert cells == [encode_cell(t, v) for t, v in pairs]
     assert [decode_cell(c) for c in cells] == pairs
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.binary(min_size=12, max_size=12),
+            st.binary(min_size=1, max_size=255),
+            st.binary(max_size=300),
+        ),
+        max_size=40,
+    ),
+    st.binary(min_size=1, max_size=40),
+)
+def test_mutate_rows_call_is_what_thriftpy2_writes(rows: list, table: bytes) -> None:
+    import happybase  # noqa: F401 - loads Hbase_thrift, the HBase Thrift1 IDL it ships
+    import Hbase_thrift as H
+
+    from gateway._wirecheck import encode_mutate_rows
+
+    keys, topics, values = ([r[i] for r in rows] for i in range(3))
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("mutateRows", TMessageType.CALL, 0)
+    batches = [
+        H.BatchMutation(row=k, mutations=[H.Mutation(column=b"message:" + t, value=v)])
+        for k, t, v in rows
+    ]
+    H.Hbase.mutateRows_args(tableName=table, rowBatches=batches, attributes={}).write(proto)
+    proto.write_message_end()
+    assert encode_mutate_rows(table, b"message:", keys, topics, values) == buf.getvalue()
+
+
+def test_mutate_rows_refuses_what_it_cannot_encode() -> None:
+    from gateway._wirecheck import encode_mutate_rows
+
+    with pytest.raises(ValueError, match="differ in length"):
+        encode_mutate_rows(b"t", b"m:", [b"k"], [], [b"v"])
+    with pytest.raises(TypeError, match="must be bytes"):
+        encode_mutate_rows(b"t", b"m:", [b"k"], ["topic"], [b"v"])  # type: ignore[list-item]

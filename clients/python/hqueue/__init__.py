@@ -1,3 +1,34 @@
-"""hqueue: a distributed, persistent message queue on HBase, served through Thrift."""
+"""hqueue: a distributed, persistent message queue on HBase, served through Thrift.
+
+The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.errors`)::
+
+    import hqueue
+
+    with hqueue.Connection("127.0.0.1", 9190) as conn:
+        q = conn.queue("events")
+        q.put("clicks", b"payload")
+        for message in q.scan(topics=["clicks"]):
+            ...
+"""
+
+from .batch import Batch
+from .client import Connection, Message, MessageID, Queue, QueueInfo
+from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
+from .pool import ConnectionPool
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Batch",
+    "Connection",
+    "ConnectionPool",
+    "HQueueError",
+    "InvalidArgument",
+    "Message",
+    "MessageID",
+    "PoolTimeout",
+    "Queue",
+    "QueueInfo",
+    "ServerError",
+    "TransportError",
+]

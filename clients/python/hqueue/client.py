@@ -1,0 +1,429 @@
+"""The friendly Python client: a :class:`Connection` to one gateway and the :class:`Queue`
+objects it hands out.
+
+    from hqueue import Connection
+
+    with Connection("127.0.0.1", 9190) as conn:
+        q = conn.create_queue("events", partitions=4, ttl_seconds=86400)
+        q.put("clicks", b"\\x00payload")
+        q.put_many([("clicks", b"a"), ("views", b"b")], partition=2)
+        for m in q.scan(topics=["clicks"]):
+            print(m.partition, m.id, m.topic, m.value)
+
+Topics, values and queue names are bytes; ``str`` is accepted and encoded as UTF-8. A
+connection, like the thriftpy2 client under it, belongs to one thread or greenlet at a time:
+share a :class:`hqueue.ConnectionPool` instead. Timeouts are in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, NamedTuple
+
+from thriftpy2.protocol.exc import TProtocolException
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
+
+from . import protocol
+from .batch import Batch
+from .errors import InvalidArgument, ServerError, TransportError
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 9190
+DEFAULT_BATCH_SIZE = 1000
+
+Bytes = bytes | str
+
+
+class MessageID(NamedTuple):
+    """Unique and strictly increasing within a partition; tuples order like the queue."""
+
+    timestamp: int  # milliseconds since the Unix epoch
+    sequence: int
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message: ``partition`` and ``id`` are set on every message a scan returns."""
+
+    topic: bytes
+    value: bytes
+    partition: int | None = None
+    id: MessageID | None = None
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    name: str
+    partitions: int
+    ttl_seconds: int
+    enabled: bool
+    config: dict[str, str] = field(default_factory=dict)
+
+
+def _bytes(argument: str, value: Bytes) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise InvalidArgument(argument, f"must be bytes or str, got {type(value).__name__}")
+
+
+def _int(argument: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(argument, f"must be an int, got {type(value).__name__}")
+    if not low <= value <= high:
+        raise InvalidArgument(argument, f"must be {low}..{high}, got {value}")
+    return value
+
+
+class Connection:
+    """A connection to one gateway. Opened on first use (or by :meth:`open`); after a
+    :class:`TransportError` it is closed and the next call opens a new one.
+
+    ``framed`` and ``compact`` must match the gateway's ``--framed``/``--compact`` flags.
+    """
+
+    def __init__(
+        self,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        *,
+        framed: bool = False,
+        compact: bool = False,
+        timeout: float = 30.0,
+        autoconnect: bool = False,
+    ) -> None:
+        _int("port", port, 1, 65535)
+        if not timeout > 0:
+            raise InvalidArgument("timeout", f"must be > 0 seconds, got {timeout}")
+        self.host = host
+        self.port = port
+        self.framed = framed
+        self.compact = compact
+        self.timeout = timeout
+        self._client: Any = None
+        if autoconnect:
+            self.open()
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"<hqueue.Connection {self.host}:{self.port} {state}>"
+
+    @property
+    def is_open(self) -> bool:
+        return self._client is not None
+
+    def open(self) -> None:
+        """Connects, unless already connected."""
+        if self._client is not None:
+            return
+        try:
+            self._client = protocol.connect(
+                self.host, self.port, framed=self.framed, compact=self.compact,
+                timeout=self.timeout,
+            )  # fmt: skip
+        except (TTransportException, OSError) as exc:
+            raise TransportError(
+                f"cannot connect to gateway at {self.host}:{self.port}: {exc}"
+            ) from exc
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def client(self) -> Any:
+        """The raw thriftpy2 ``HQueueService`` client (opens the connection if needed)."""
+        self.open()
+        return self._client
+
+    def call(self, method: str, *args: Any) -> Any:
+        """Calls an ``HQueueService`` method, mapping failures to :mod:`hqueue.errors`."""
+        self.open()
+        t = protocol.hqueue_thrift()
+        try:
+            return getattr(self._client, method)(*args)
+        except t.IllegalArgument as exc:
+            raise InvalidArgument.from_gateway(exc.message) from None
+        except t.IOError as exc:
+            raise ServerError(exc.message) from None
+        except TApplicationException as exc:
+            raise ServerError(f"{method}: {exc}") from None
+        except (TTransportException, TProtocolException, OSError, EOFError) as exc:
+            # the conversation is out of step, or gone: never reuse this socket
+            self.close()
+            raise TransportError(
+                f"{method} on gateway {self.host}:{self.port} failed: {exc or type(exc).__name__}"
+            ) from exc
+        except BaseException:
+            # interrupted mid-call (gevent.Timeout, KeyboardInterrupt): an answer may still be
+            # on its way, and would be read as the answer to the next call
+            self.close()
+            raise
+
+    # -- queues -----------------------------------------------------------------------------
+
+    def queue(self, name: Bytes) -> Queue:
+        """The queue ``name`` (no call is made: a missing queue shows on first use)."""
+        return Queue(self, name)
+
+    def create_queue(
+        self,
+        name: Bytes,
+        partitions: int,
+        ttl_seconds: int,
+        config: dict[str, str] | None = None,
+    ) -> Queue:
+        """Creates a queue and returns it. ``ttl_seconds``: how long messages are kept."""
+        _int("partitions", partitions, 1, 32767)
+        _int("ttl_seconds", ttl_seconds, 1, 2**31 - 1)
+        self.call("createQueue", _bytes("name", name), partitions, ttl_seconds, dict(config or {}))
+        return Queue(self, name)
+
+    def delete_queue(self, name: Bytes) -> None:
+        self.call("deleteQueue", _bytes("name", name))
+
+    def truncate_queue(self, name: Bytes) -> None:
+        """Deletes every message and keeps the partitions."""
+        self.call("truncateQueue", _bytes("name", name))
+
+    def disable_queue(self, name: Bytes) -> None:
+        """A disabled queue refuses puts and scans until enabled again."""
+        self.call("disableQueue", _bytes("name", name))
+
+    def enable_queue(self, name: Bytes) -> None:
+        self.call("enableQueue", _bytes("name", name))
+
+    def queues(self) -> list[QueueInfo]:
+        return [_queue_info(i) for i in self.call("listQueues")]
+
+
+def _queue_info(info: Any) -> QueueInfo:
+    name = info.name.decode(errors="replace") if isinstance(info.name, bytes) else info.name
+    return QueueInfo(
+        name=name,
+        partitions=info.partitionCount,
+        ttl_seconds=info.ttlSeconds,
+        enabled=bool(info.enabled),
+        config=dict(info.config or {}),
+    )
+
+
+def _message(m: Any) -> Message:
+    mid = MessageID(m.id.timestamp, m.id.sequenceID) if m.id is not None else None
+    return Message(topic=m.topic, value=m.value, partition=m.partitionID, id=mid)
+
+
+def _message_id(argument: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, Message):
+        value = value.id
+    try:
+        timestamp, sequence = value
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            argument, f"must be a MessageID or (timestamp, sequence), got {value!r}"
+        ) from None
+    return protocol.hqueue_thrift().TMessageID(
+        timestamp=_int(f"{argument}.timestamp", timestamp, 0, 2**63 - 1),
+        sequenceID=_int(f"{argument}.sequence", sequence, 0, 32767),
+    )
+
+
+class Queue:
+    """One queue, used through one :class:`Connection`."""
+
+    def __init__(self, connection: Connection, name: Bytes) -> None:
+        self.connection = connection
+        self.name = _bytes("name", name)
+        if not self.name:
+            raise InvalidArgument("name", "must not be empty")
+
+    def __repr__(self) -> str:
+        return f"<hqueue.Queue {self.name.decode(errors='replace')!r} on {self.connection!r}>"
+
+    def _tmessage(self, argument: str, item: Any, partition: int | None = None) -> Any:
+        if isinstance(item, Message):
+            topic, value, partition = item.topic, item.value, item.partition
+        elif isinstance(item, (tuple, list)) and len(item) in (2, 3):
+            topic, value = item[0], item[1]
+            if len(item) == 3:
+                partition = item[2]
+        else:
+            raise InvalidArgument(
+                argument, f"must be a Message or a (topic, value[, partition]) tuple, got {item!r}"
+            )
+        if partition is not None:
+            _int(f"{argument}.partition", partition, 0, 32767)
+        return protocol.hqueue_thrift().TMessage(
+            topic=_bytes(f"{argument}.topic", topic),
+            value=_bytes(f"{argument}.value", value),
+            partitionID=partition,
+        )
+
+    def put(self, topic: Bytes, value: Bytes, partition: int | None = None) -> None:
+        """Puts one message on ``partition``, or a random one. Returns once it is durable."""
+        message = self._tmessage("message", (topic, value))
+        if partition is None:
+            self.connection.call("putMessage", self.name, message)
+        else:
+            _int("partition", partition, 0, 32767)
+            self.connection.call("putMessageWithPid", self.name, partition, message)
+
+    def put_many(
+        self,
+        messages: Iterable[Message | tuple[Bytes, Bytes] | tuple[Bytes, Bytes, int]],
+        partition: int | None = None,
+        batch_size: int | None = None,
+    ) -> int:
+        """Puts messages in order and returns how many. Each item is a :class:`Message` or a
+        ``(topic, value[, partition])`` tuple. With ``partition`` all go there; otherwise an
+        item's own partition, else one random partition per batch. ``batch_size`` splits a
+        long iterable into several calls (order is kept only within one partition)."""
+        if partition is not None:
+            _int("partition", partition, 0, 32767)
+        if batch_size is not None:
+            _int("batch_size", batch_size, 1, 2**31 - 1)
+        sent = 0
+        batch: list[Any] = []
+        for i, item in enumerate(messages):
+            tm = self._tmessage(f"messages[{i}]", item)
+            if partition is not None:
+                tm.partitionID = None
+            batch.append(tm)
+            if batch_size is not None and len(batch) >= batch_size:
+                sent += self._send(batch, partition)
+                batch = []
+        if batch:
+            sent += self._send(batch, partition)
+        return sent
+
+    def _send(self, batch: list[Any], partition: int | None) -> int:
+        if partition is None:
+            self.connection.call("putMessages", self.name, batch)
+        else:
+            self.connection.call("putMessagesWithPid", self.name, partition, batch)
+        return len(batch)
+
+    def scan(
+        self,
+        *,
+        start: MessageID | tuple[int, int] | Message | None = None,
+        stop: MessageID | tuple[int, int] | Message | None = None,
+        topics: Iterable[Bytes] | None = None,
+        reverse: bool = False,
+        partitions: int | Sequence[int] | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        limit: int | None = None,
+    ) -> Iterator[Message]:
+        """Messages from ``start`` (inclusive) to ``stop`` (exclusive), in MessageID order
+        (newest first with ``reverse``; then ``start`` is the newer end).
+
+        ``partitions``: None scans the whole queue, an int one partition, a list those
+        partitions merged. ``topics`` keeps only those topics. ``batch_size`` messages are
+        fetched per call; ``limit`` stops after that many.
+
+        The gateway-side scanner is opened on the first ``next()`` and closed when the
+        iteration ends, breaks or raises (as with happybase, consume the iterator while the
+        connection is yours, e.g. inside the pool's ``with``).
+        """
+        _int("batch_size", batch_size, 1, 2**31 - 1)
+        if limit is not None:
+            _int("limit", limit, 0, 2**63 - 1)
+        t = protocol.hqueue_thrift()
+        topic_list = None
+        if topics is not None:
+            if isinstance(topics, (bytes, str)):
+                raise InvalidArgument("topics", "must be a list of topics, not one topic")
+            topic_list = [_bytes(f"topics[{i}]", x) for i, x in enumerate(topics)]
+        spec = t.TMessageScan(
+            startMessageID=_message_id("start", start),
+            stopMessageID=_message_id("stop", stop),
+            topics=topic_list,
+            reversed=bool(reverse),
+            caching=batch_size,
+        )
+        if partitions is None:
+            opener: tuple[Any, ...] = ("queueScannerOpen", self.name, spec)
+        elif isinstance(partitions, int):
+            _int("partitions", partitions, 0, 32767)
+            opener = ("messageScannerOpen", self.name, partitions, spec)
+        else:
+            pids = [_int(f"partitions[{i}]", p, 0, 32767) for i, p in enumerate(partitions)]
+            if not pids:
+                raise InvalidArgument("partitions", "must not be empty")
+            opener = ("combinedScannerOpen", self.name, pids, spec)
+        return self._scan(opener, batch_size, limit)
+
+    def _scan(
+        self, opener: tuple[Any, ...], batch_size: int, limit: int | None
+    ) -> Iterator[Message]:
+        if limit == 0:
+            return
+        conn = self.connection
+        sid = conn.call(*opener)
+        open_ = True
+        count = 0
+        try:
+            while True:
+                want = batch_size if limit is None else min(batch_size, limit - count)
+                batch = conn.call("messageScannerGetList", sid, want)
+                if not batch:
+                    open_ = False  # the empty list freed it
+                    return
+                for m in batch:
+                    yield _message(m)
+                count += len(batch)
+                if limit is not None and count >= limit:
+                    return
+        except TransportError:
+            open_ = False  # gone with the connection; the gateway expires it
+            raise
+        finally:
+            if open_:
+                with contextlib.suppress(InvalidArgument, ServerError, TransportError):
+                    conn.call("messageScannerClose", sid)
+
+    def batch(self, batch_size: int = DEFAULT_BATCH_SIZE, partition: int | None = None) -> Batch:
+        """A :class:`~hqueue.batch.Batch` that sends its puts ``batch_size`` at a time (to
+        ``partition``, else each message's own, else one random partition per call)."""
+        if partition is not None:
+            _int("partition", partition, 0, 32767)
+        return Batch(self, batch_size, partition)
+
+    def locations(self) -> list[str]:
+        """``host:port`` of the gateway serving each partition, in partition order."""
+        return [
+            x.decode() if isinstance(x, bytes) else x
+            for x in self.connection.call("getQueueLocations", self.name)
+        ]
+
+    def info(self) -> QueueInfo:
+        for info in self.connection.queues():
+            if info.name.encode() == self.name:
+                return info
+        raise InvalidArgument("queueName", f"no queue named {self.name!r}")
+
+    def truncate(self) -> None:
+        """Deletes every message and keeps the partitions."""
+        self.connection.truncate_queue(self.name)

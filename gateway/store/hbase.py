@@ -1,0 +1,632 @@
+"""The HBase store: queues as pre-split HBase tables, reached through HBase's Thrift servers.
+
+Data and metadata go through happybase (HBase Thrift1) from a connection pool; creating tables
+with split keys and truncating them with their regions kept goes through Thrift2 (see
+``hbase_admin.thrift``), which Thrift1 lacks. HBase does durability (a put is acknowledged
+after the region server wrote its WAL), TTL (per family, from each cell's timestamp), region
+failover and balancing. The layout is in :mod:`gateway.store.hbase_schema`.
+
+Ordered writes: ids are allocated in the event loop before a put reaches the store, and a
+scanner that tails a partition must never see a later batch before an earlier one (it would
+step over the earlier one for good). So every partition has a write lane: batches join it in
+allocation order and one greenlet sends them, one ``mutateRows`` at a time, coalescing what
+queued up meanwhile (group commit: many small concurrent puts cost one round trip).
+
+Queue metadata is a row per queue in ``<namespace>:hqueue_meta``, so a restarted or second
+gateway sees the same queues. It is cached here and refreshed every few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Collection, Sequence
+from pathlib import Path
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.lock
+import happybase
+import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TException
+from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
+
+from .. import rowkey
+from .._wirecheck import encode_mutate_rows
+from ..errors import HQueueError, InvalidArgument, StoreError
+from ..ids import wall_clock_ms
+from ..rowkey import MessageId
+from . import hbase_schema as schema
+from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .hbase_scans import ResidentScans
+
+log = logging.getLogger(__name__)
+
+Hbase: Any = None  # happybase's loaded Hbase.thrift (Thrift1), set on first use
+
+_META_FAMILY = b"m"
+_META_COLUMN = b"m:json"
+_GENERATION_ROW = b"\x00generation"  # queue names cannot start with a NUL
+_GENERATION_COLUMN = b"m:generation"
+_RECORD = b"m:record"
+_STALE_CLAIM_MS = 120_000  # a "creating" row older than this was left by a crash
+_MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
+_MAX_MUTATION_BYTES = 8 << 20
+_SCAN_CHUNK = 1000  # rows per scannerGetList
+_SCAN_MAX_BYTES = 8 << 20
+
+
+def _admin_idl() -> Any:
+    path = Path(__file__).with_name("hbase_admin.thrift")
+    return thriftpy2.load(str(path), module_name="hqueue_hbase_admin_thrift")
+
+
+class _Write:
+    __slots__ = ("done", "error", "keys", "size", "topics", "values")
+
+    def __init__(self, keys: list[bytes], topics: list[bytes], values: list[bytes]) -> None:
+        self.keys = keys
+        self.topics = topics
+        self.values = values
+        self.size = sum(map(len, values)) + 16 * len(values)
+        self.done = gevent.event.Event()
+        self.error: BaseException | None = None
+
+
+class _Lane:
+    """The writes of one partition waiting to be sent, in id order."""
+
+    __slots__ = ("busy", "pending")
+
+    def __init__(self) -> None:
+        self.pending: list[_Write] = []
+        self.busy = False
+
+
+class HBaseStore(PartitionStore):
+    def __init__(self, address: schema.HBaseAddress, *, meta_refresh: float = 2.0) -> None:
+        self.address = address
+        self.meta_refresh = meta_refresh
+        self._pool: happybase.ConnectionPool | None = None
+        self._admin_idl = _admin_idl()
+        self._admin_client: Any = None
+        self._admin_lock = gevent.lock.RLock()  # admin changes one at a time, in this gateway
+        self._queues: dict[str, QueueMeta] = {}
+        self._lanes: dict[tuple[bytes, int], _Lane] = {}
+        self._refresher: gevent.Greenlet | None = None
+        self._scans: ResidentScans | None = None
+        self._meta_table = schema.table_name(address.namespace, schema.META_TABLE)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        global Hbase
+        a = self.address
+        try:
+            self._pool = happybase.ConnectionPool(
+                a.pool_size,
+                host=a.host,
+                port=a.port,
+                timeout=int(a.timeout * 1000),
+                transport="framed" if a.framed else "buffered",
+                protocol="compact" if a.compact else "binary",
+            )
+        except (TException, OSError) as exc:
+            raise StoreError(f"cannot reach HBase Thrift at {a.host}:{a.port}: {exc}") from exc
+        import Hbase_thrift  # loaded by happybase on import
+
+        Hbase = Hbase_thrift
+        self._scans = ResidentScans(self._call, Hbase)
+        self._ensure_namespace()
+        self._refresh_meta()
+        self._refresher = gevent.spawn(self._refresh_loop)
+        log.info(
+            "HBase store: thrift %s:%d, admin %s:%d, namespace %s, %d queue(s)",
+            a.host, a.port, a.admin_host, a.admin_port, a.namespace, len(self._queues),
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        if self._refresher is not None:
+            self._refresher.kill()
+            self._refresher = None
+        if self._scans is not None:
+            self._scans.close_all()
+        deadline = time.monotonic() + self.address.timeout
+        while any(lane.busy for lane in self._lanes.values()) and time.monotonic() < deadline:
+            gevent.sleep(0.01)  # acknowledge what is in flight before closing connections
+        with self._admin_lock:
+            if self._admin_client is not None:
+                self._admin_client.close()
+                self._admin_client = None
+
+    # -- metadata -------------------------------------------------------------------------
+
+    def list_queues(self) -> list[QueueMeta]:
+        self._refresh_meta()
+        return sorted(self._queues.values(), key=lambda m: m.name)
+
+    def get_queue(self, name: str) -> QueueMeta | None:
+        meta = self._queues.get(name)
+        if meta is None:  # created by another gateway since the last refresh?
+            meta = self._read_meta(name)
+            if meta is not None:
+                self._queues[name] = meta
+        return meta
+
+    def create_queue(self, meta: QueueMeta) -> QueueMeta:
+        schema.check_queue_name(meta.name)
+        schema.check_regions(meta.partitions, meta.config, self.address.max_regions)
+        with self._admin_lock:
+            self._claim(meta.name)
+            try:
+                meta = meta.with_changes(generation=self._next_generation())
+                table = self._table_name_of(meta.name)
+                if self._admin("tableExists", table):  # left by a crash mid-create/delete
+                    log.warning("dropping orphaned HBase table %s", table.qualifier.decode())
+                    self._drop_table(table)
+                desc = schema.table_descriptor(
+                    self._admin_idl, self.address.namespace, meta.name, meta.ttl_seconds,
+                    meta.config,
+                )  # fmt: skip
+                splits = schema.split_keys(
+                    meta.partitions, schema.partitions_per_region(meta.config)
+                )
+                self._admin("createTable", desc, splits, argument="config")
+            except BaseException:
+                self._delete_meta_row(meta.name)
+                raise
+            self._save_meta(meta)
+            self._queues[meta.name] = meta
+            return meta
+
+    def delete_queue(self, name: str) -> None:
+        with self._admin_lock:
+            self._require(name)
+            self._delete_meta_row(name)  # invisible first; a crash leaves an orphan table
+            self._queues.pop(name, None)
+            self._drop_table(self._table_name_of(name))
+
+    def truncate_queue(self, name: str) -> QueueMeta:
+        with self._admin_lock:
+            old = self._require(name)
+            new = old.with_changes(generation=self._next_generation())
+            table = self._table_name_of(name)
+            if self._admin("isTableEnabled", table):
+                self._admin("disableTable", table)
+            self._admin("truncateTable", table, True)  # keeps the split points; enables it
+            if not new.enabled:
+                self._admin("disableTable", table)
+            self._save_meta(new)
+            self._queues[name] = new
+            return new
+
+    def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
+        with self._admin_lock:
+            meta = self._require(name).with_changes(enabled=enabled)
+            table = self._table_name_of(name)
+            if self._admin("isTableEnabled", table) != enabled:
+                self._admin("enableTable" if enabled else "disableTable", table)
+            self._save_meta(meta)
+            self._queues[name] = meta
+            return meta
+
+    # -- data -----------------------------------------------------------------------------
+
+    def last_id(self, queue: QueueMeta, partition: int) -> MessageId | None:
+        # Expired rows are gone from HBase's view; ids then restart from the clock, which is
+        # past them unless it stepped back by more than the queue's TTL.
+        rows = self._scan_rows(
+            queue,
+            start=schema.key_before(rowkey.partition_end(partition)) or b"",
+            stop=schema.key_before(rowkey.partition_start(partition)) or b"",
+            columns=[schema.FAMILY],
+            reverse=True,
+            limit=1,
+        )[0]
+        if not rows:
+            return None
+        p, ts, seq = rowkey.decode(rows[0].row)
+        return MessageId(ts, seq) if p == partition else None
+
+    def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
+        table = schema.table_name(self.address.namespace, queue.name)
+        waits = []
+        for partition, keys, topics, values in batches:
+            if not keys:
+                continue
+            write = _Write(keys, topics, values)
+            slot = (table, partition)
+            lane = self._lanes.get(slot)
+            if lane is None:
+                lane = self._lanes[slot] = _Lane()
+            lane.pending.append(write)  # no yield since the ids were allocated: id order
+            if not lane.busy:
+                lane.busy = True
+                gevent.spawn(self._drain, table, slot, lane)
+            waits.append(write)
+        for write in waits:
+            write.done.wait()
+        for write in waits:
+            if write.error is not None:
+                raise StoreError(f"HBase put failed: {write.error}") from write.error
+
+    def _drain(self, table: bytes, slot: tuple[bytes, int], lane: _Lane) -> None:
+        try:
+            while lane.pending:
+                take, rows, size = 0, 0, 0
+                for write in lane.pending:
+                    if take and (
+                        rows + len(write.keys) > _MAX_MUTATIONS
+                        or size + write.size > _MAX_MUTATION_BYTES
+                    ):
+                        break
+                    take += 1
+                    rows += len(write.keys)
+                    size += write.size
+                group, lane.pending = lane.pending[:take], lane.pending[take:]
+                error: BaseException | None = None
+                try:
+                    self._mutate_rows(table, group)
+                except StoreError as exc:
+                    error = exc
+                for write in group:
+                    write.error = error
+                    write.done.set()
+        finally:
+            lane.busy = False
+            if not lane.pending and self._lanes.get(slot) is lane:
+                del self._lanes[slot]
+
+    def _mutate_rows(self, table: bytes, group: list[_Write]) -> None:
+        """One mutateRows for the writes; returns once HBase acknowledged them (WAL on)."""
+        keys, topics, values = group[0].keys, group[0].topics, group[0].values
+        if len(group) > 1:
+            keys = [k for w in group for k in w.keys]
+            topics = [t for w in group for t in w.topics]
+            values = [v for w in group for v in w.values]
+        prefix = schema.COLUMN_PREFIX
+        if not self.address.compact:
+            # The request's bytes straight from the lists (what thriftpy2 would write for the
+            # same BatchMutations; tests/unit/test_wirecheck.py checks), then happybase's own
+            # client reads the reply.
+            request = encode_mutate_rows(table, prefix, keys, topics, values)
+
+            def send(client: Any) -> None:
+                client._oprot.trans.write(request)
+                client._oprot.trans.flush()
+                client._recv("mutateRows")
+
+            self._call(send)
+            return
+        mutation, batch_mutation = Hbase.Mutation, Hbase.BatchMutation
+        mutations = [
+            batch_mutation(row=k, mutations=[mutation(column=prefix + t, value=v)])
+            for k, t, v in zip(keys, topics, values, strict=True)
+        ]
+        self._call(lambda c: c.mutateRows(table, mutations, {}))
+
+    def scan(
+        self,
+        queue: QueueMeta,
+        partition: int,
+        lower: bytes,
+        upper: bytes,
+        *,
+        reverse: bool,
+        topics: Collection[bytes] | None,
+        limit: int,
+    ) -> ScanResult:
+        if lower >= upper:
+            return ScanResult([], None, 0)
+        columns = [schema.FAMILY] if topics is None else [schema.COLUMN_PREFIX + t for t in topics]
+        if not columns:
+            return ScanResult([], None, 0)
+        if reverse:
+            start = schema.key_before(upper)
+            if start is None:
+                return ScanResult([], None, 0)
+            stop = schema.key_before(lower) or b""
+        else:
+            start, stop = lower, upper
+        if self._scans is None:
+            raise StoreError("the HBase store is not started")
+        table = schema.table_name(self.address.namespace, queue.name)
+        results, exhausted = self._scans.scan(
+            table, lower, upper, start, stop, reverse=reverse, columns=columns, limit=limit
+        )
+        rows: list[Row] = []
+        append = rows.append
+        decode = rowkey.decode
+        skip = len(schema.COLUMN_PREFIX)
+        size = 0
+        for r in results:
+            for column, cell in r.columns.items():  # one column per row
+                _, ts, seq = decode(r.row)
+                value = cell.value
+                append((ts, seq, column[skip:], value))
+                size += len(column) + len(value)
+        resume = None if exhausted or not results else results[-1].row
+        return ScanResult(rows, resume, size)
+
+    def _scan_rows(
+        self,
+        queue: QueueMeta,
+        *,
+        start: bytes,
+        stop: bytes,
+        columns: list[bytes],
+        reverse: bool,
+        limit: int,
+    ) -> tuple[list[Any], bool]:
+        """Up to ``limit`` TRowResults and whether the range is exhausted."""
+        table = schema.table_name(self.address.namespace, queue.name)
+        chunk = max(1, min(limit, _SCAN_CHUNK))
+        spec = Hbase.TScan(
+            startRow=start, stopRow=stop, columns=columns, caching=chunk, reversed=reverse
+        )
+
+        def run(client: Any) -> tuple[list[Any], bool]:
+            sid = client.scannerOpenWithScan(table, spec, {})
+            try:
+                out: list[Any] = []
+                size = 0
+                while True:
+                    want = min(chunk, limit - len(out))
+                    got = client.scannerGetList(sid, want)
+                    out.extend(got)
+                    if len(got) < want:
+                        return out, True
+                    if len(out) >= limit:
+                        return out, False
+                    size += sum(len(c.value) for r in got for c in r.columns.values())
+                    if size >= _SCAN_MAX_BYTES:
+                        return out, False
+            finally:
+                client.scannerClose(sid)
+
+        return self._call(run)
+
+    # -- small metadata records -----------------------------------------------------------
+    # Rows "\x01<namespace>\x00<key>" of the metadata table (queue names cannot start with
+    # \x01), column m:record.
+
+    def get_record(self, namespace: str, key: str) -> bytes | None:
+        row = _record_row(namespace, key)
+        rows = self._call(lambda c: c.getRowWithColumns(self._meta_table, row, [_RECORD], {}))
+        return rows[0].columns[_RECORD].value if rows else None
+
+    def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        put = Hbase.Mutation(column=_RECORD, value=value)
+        row = _record_row(namespace, key)
+        self._call(lambda c: c.mutateRow(self._meta_table, row, [put], {}))
+
+    def delete_record(self, namespace: str, key: str) -> None:
+        row = _record_row(namespace, key)
+        self._call(lambda c: c.deleteAllRow(self._meta_table, row, {}))
+
+    def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        start = _record_row(namespace, prefix)
+        stop = _record_row(namespace, "")[:-1] + b"\x01"  # just past "\x01<namespace>\x00..."
+        skip = len(_record_row(namespace, ""))
+
+        def run(client: Any) -> list[Any]:
+            spec = Hbase.TScan(startRow=start, stopRow=stop, columns=[_RECORD], caching=1000)
+            sid = client.scannerOpenWithScan(self._meta_table, spec, {})
+            try:
+                out: list[Any] = []
+                while batch := client.scannerGetList(sid, 1000):
+                    out.extend(batch)
+                return out
+            finally:
+                client.scannerClose(sid)
+
+        rows = self._call(run)
+        encoded = prefix.encode()
+        return [
+            (r.row[skip:].decode(), r.columns[_RECORD].value)
+            for r in rows
+            if r.row[skip:].startswith(encoded)
+        ]
+
+    # -- HBase calls ----------------------------------------------------------------------
+
+    def _call(self, fn: Any) -> Any:
+        """Runs ``fn(thrift1_client)`` on a pooled connection; HBase faults -> StoreError."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError("the HBase store is not started")
+        try:
+            with pool.connection(timeout=self.address.timeout) as conn:
+                return fn(conn.client)
+        except HQueueError:
+            raise
+        except Hbase.IllegalArgument as exc:
+            raise StoreError(f"HBase refused the call: {exc.message}") from exc
+        except Hbase.IOError as exc:
+            raise StoreError(f"HBase: {_first_line(exc.message)}") from exc
+        except happybase.pool.NoConnectionsAvailable as exc:
+            raise StoreError(
+                f"all {self.address.pool_size} HBase connections busy for "
+                f"{self.address.timeout:g} s"
+            ) from exc
+        except (TException, OSError) as exc:  # socket timeouts are OSErrors
+            raise StoreError(f"HBase Thrift at {self.address.host}:{self.address.port}: "
+                             f"{exc or type(exc).__name__}") from exc  # fmt: skip
+
+    def _admin(self, method: str, *args: Any, argument: str | None = None) -> Any:
+        """Calls the Thrift2 admin service. ``argument`` names the caller's argument to blame
+        when HBase refuses a setting (an unsupported compression, say)."""
+        a = self.address
+        with self._admin_lock:
+            try:
+                if self._admin_client is None:
+                    self._admin_client = make_client(
+                        self._admin_idl.THBaseService,
+                        a.admin_host,
+                        a.admin_port,
+                        timeout=int(max(a.timeout, 60.0) * 1000),  # table admin takes seconds
+                        trans_factory=TFramedTransportFactory()
+                        if a.framed
+                        else TBufferedTransportFactory(),
+                        proto_factory=TCompactProtocolFactory()
+                        if a.compact
+                        else TBinaryProtocolFactory(),
+                    )
+                return getattr(self._admin_client, method)(*args)
+            except self._admin_idl.TIOError as exc:
+                message = _first_line(exc.message or "")
+                if argument and ("ompression" in message or "DoNotRetryIOException" in message):
+                    raise InvalidArgument(argument, f"HBase refused it: {message}") from exc
+                raise StoreError(f"HBase {method}: {message}") from exc
+            except (TException, OSError) as exc:
+                if self._admin_client is not None:
+                    self._admin_client.close()
+                    self._admin_client = None
+                raise StoreError(
+                    f"HBase Thrift2 at {a.admin_host}:{a.admin_port} ({method}): "
+                    f"{exc or type(exc).__name__}"
+                ) from exc
+
+    def _table_name_of(self, queue: str) -> Any:
+        return self._admin_idl.TTableName(
+            ns=self.address.namespace.encode(), qualifier=queue.encode()
+        )
+
+    def _drop_table(self, table: Any) -> None:
+        if not self._admin("tableExists", table):
+            return
+        if self._admin("isTableEnabled", table):
+            self._admin("disableTable", table)
+        self._admin("deleteTable", table)
+
+    def _ensure_namespace(self) -> None:
+        ns = self.address.namespace
+        try:
+            self._admin("getNamespaceDescriptor", ns)
+        except StoreError as exc:
+            if "NamespaceNotFound" not in str(exc):
+                raise
+            self._admin("createNamespace", self._admin_idl.TNamespaceDescriptor(name=ns))
+        meta = self._table_name_of(schema.META_TABLE)
+        if not self._admin("tableExists", meta):
+            family = self._admin_idl.TColumnFamilyDescriptor(name=_META_FAMILY, maxVersions=1)
+            desc = self._admin_idl.TTableDescriptor(tableName=meta, columns=[family])
+            try:
+                self._admin("createTable", desc, None)
+            except StoreError:
+                if not self._admin("tableExists", meta):  # another gateway won the race
+                    raise
+
+    # -- metadata rows --------------------------------------------------------------------
+
+    def _refresh_loop(self) -> None:
+        while True:
+            gevent.sleep(self.meta_refresh)
+            try:
+                self._refresh_meta()
+            except StoreError as exc:
+                log.warning("refreshing queue metadata from HBase: %s", exc)
+
+    def _refresh_meta(self) -> None:
+        def run(client: Any) -> list[Any]:
+            sid = client.scannerOpenWithScan(
+                self._meta_table, Hbase.TScan(columns=[_META_COLUMN], caching=1000), {}
+            )
+            try:
+                out: list[Any] = []
+                while batch := client.scannerGetList(sid, 1000):
+                    out.extend(batch)
+                return out
+            finally:
+                client.scannerClose(sid)
+
+        with self._admin_lock:  # an admin change of ours must not be overwritten by old rows
+            rows = self._call(run)
+            queues = {}
+            for r in rows:
+                meta = self._decode(r.row.decode(), r.columns[_META_COLUMN].value)
+                if meta is not None:
+                    queues[meta.name] = meta
+            self._queues = queues
+
+    def _read_meta(self, name: str) -> QueueMeta | None:
+        rows = self._call(lambda c: c.getRowWithColumns(
+            self._meta_table, name.encode(), [_META_COLUMN], {}
+        ))  # fmt: skip
+        if not rows:
+            return None
+        return self._decode(name, rows[0].columns[_META_COLUMN].value)
+
+    def _require(self, name: str) -> QueueMeta:
+        meta = self._read_meta(name)  # fresh: another gateway may have changed it
+        if meta is None:
+            self._queues.pop(name, None)
+            raise InvalidArgument("queueName", f"queue '{name}' does not exist")
+        return meta
+
+    def _claim(self, name: str) -> None:
+        """Takes the queue's name with a "creating" row (check-and-put: one creator wins)."""
+        claim = json.dumps({"state": "creating", "since_ms": wall_clock_ms()}).encode()
+        row = name.encode()
+        put = Hbase.Mutation(column=_META_COLUMN, value=claim)
+        if self._call(lambda c: c.checkAndPut(self._meta_table, row, _META_COLUMN, None, put, {})):
+            return
+        raw = self._call(lambda c: c.getRowWithColumns(self._meta_table, row, [_META_COLUMN], {}))
+        current = json.loads(raw[0].columns[_META_COLUMN].value) if raw else {}
+        if current.get("state") == "creating":
+            if wall_clock_ms() - current.get("since_ms", 0) < _STALE_CLAIM_MS:
+                raise InvalidArgument("queueName", f"queue '{name}' is being created")
+            log.warning("taking over the stale creation of queue %s", name)
+            self._call(lambda c: c.mutateRow(self._meta_table, row, [put], {}))
+            return
+        raise InvalidArgument("queueName", f"queue '{name}' already exists")
+
+    def _next_generation(self) -> int:
+        row, column = _GENERATION_ROW, _GENERATION_COLUMN
+        return int(self._call(lambda c: c.atomicIncrement(self._meta_table, row, column, 1)))
+
+    def _save_meta(self, meta: QueueMeta) -> None:
+        value = json.dumps(
+            {
+                "state": "ready",
+                "partitions": meta.partitions,
+                "ttl_seconds": meta.ttl_seconds,
+                "enabled": meta.enabled,
+                "config": meta.config,
+                "generation": meta.generation,
+            },
+            sort_keys=True,
+        ).encode()
+        put = Hbase.Mutation(column=_META_COLUMN, value=value)
+        self._call(lambda c: c.mutateRow(self._meta_table, meta.name.encode(), [put], {}))
+
+    def _delete_meta_row(self, name: str) -> None:
+        self._call(lambda c: c.deleteAllRow(self._meta_table, name.encode(), {}))
+
+    @staticmethod
+    def _decode(name: str, raw: bytes) -> QueueMeta | None:
+        if name.startswith("\x00"):
+            return None  # the generation counter
+        d = json.loads(raw)
+        if d.get("state") != "ready":
+            return None
+        return QueueMeta(
+            name=name,
+            partitions=d["partitions"],
+            ttl_seconds=d["ttl_seconds"],
+            enabled=d["enabled"],
+            config=d["config"],
+            generation=d["generation"],
+        )
+
+
+def _record_row(namespace: str, key: str) -> bytes:
+    return b"\x01" + namespace.encode() + b"\x00" + key.encode()
+
+
+def _first_line(message: str) -> str:
+    return (message or "").strip().split("\n", 1)[0][:500]
