@@ -26,6 +26,7 @@ import sys
 import time
 
 import gevent
+import hqueue
 from hqueue.protocol import connect, hqueue_thrift
 
 from subscriber_runtime import BlackHoleListener, Queue, Subscription
@@ -49,12 +50,14 @@ def info(name):
     return next(i for i in client.listSubscribers(queue_name.encode()) if i.name == name.encode())
 
 
-queue = Queue(queue_name, gateway, zookeeper=zookeeper)
+# seed 4.4: the client's queue creates the subscriber
+connection = hqueue.Connection(host, int(port))
 received = []
 hole = BlackHoleListener()
 subscription = Subscription("lib", topics=["t"]).add_partitions({0: None})
-subscriber = queue.create_subscriber(
-    subscription, [hole, received.extend], session_timeout=4, lease_seconds=4
+subscriber = connection.queue(queue_name).create_subscriber(
+    subscription, [hole, received.extend], zookeeper=zookeeper, session_timeout=4,
+    lease_seconds=4,
 )
 subscriber.start()
 client.putMessagesWithPid(
@@ -70,6 +73,7 @@ subscriber.stop("the test is done")
 wait(lambda: info("lib").address is None, "the clean stop to unregister", 5)
 wait(lambda: info("lib").partitions[0].lagMessages == 0, "the final checkpoint", 5)
 
+queue = Queue(queue_name, gateway, zookeeper=zookeeper)  # the runtime's own facade
 killed = queue.create_subscriber(Subscription("lib2"), [BlackHoleListener()],
                                  session_timeout=4, lease_seconds=4)
 killed.start()
