@@ -282,6 +282,10 @@ def test_stalled_subscriber_keeps_gateway_memory_bounded(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
+    if start_gateway.kind == "hbase":
+        # the push buffer does not depend on the store, and 200 MB of puts in a few seconds
+        # overwhelm the one-JVM local HBase of the tests (its puts time out)
+        pytest.skip("store-independent; measured over the embedded store")
     gw = start_gateway(
         *registry.gateway_flags(),
         "--push-timeout", "1", "--push-buffer", "2000", "--push-buffer-bytes", "2000000",
