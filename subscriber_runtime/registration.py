@@ -162,6 +162,8 @@ class ZooKeeperRegistration(Registration):
         self.zk: Any = None
         self._lost = False
         self._stopping = False
+        self._registering = False
+        self._again = False
         self._partitions: int | None = None
 
     def start(self) -> None:
@@ -182,15 +184,27 @@ class ZooKeeperRegistration(Registration):
         self.zk.add_listener(on_state)
 
     def _register_again(self) -> None:
-        delay = 0.1
-        while not self._stopping:
-            try:
-                self._register(first=False)
-                return
-            except Exception as exc:
-                log.warning("registering again failed (%s); retrying", exc)
-                gevent.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        """Registers again (no starts), once at a time: a lost session and the deletion of
+        our ``address`` often come together, and two registrations at once would delete each
+        other's nodes. A request that arrives meanwhile makes the running one go round again."""
+        self._again = True
+        if self._registering:
+            return
+        self._registering = True
+        try:
+            delay = 0.1
+            while self._again and not self._stopping:
+                self._again = False
+                try:
+                    self._register(first=False)
+                except Exception as exc:
+                    self._again = True
+                    log.warning("registering again failed (%s: %s); retrying",
+                                type(exc).__name__, exc)  # fmt: skip
+                    gevent.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            self._registering = False
 
     def _register(self, first: bool) -> None:
         from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -219,10 +233,24 @@ class ZooKeeperRegistration(Registration):
                 break
             except (NodeExistsError, BadVersionError):
                 continue
-        # a previous process of ours may still hold the ephemerals until its session expires
+        # A previous process of ours may still hold the ephemerals until its session expires:
+        # delete those. Our own session's nodes, when both exist, mean we are registered.
+        session = self.zk.client_id[0]
+        ours = []
         for child in ("address", "topics"):
+            node = f"{self.path}/{child}"
+            stat = self.zk.exists(node)
+            if stat is not None and stat.ephemeralOwner == session:
+                ours.append(node)
+            elif stat is not None:
+                with contextlib.suppress(NoNodeError):
+                    self.zk.delete(node)
+        if len(ours) == 2:
+            self.zk.exists(f"{self.path}/address", watch=self._address_event)
+            return
+        for node in ours:  # half of a registration: start over
             with contextlib.suppress(NoNodeError):
-                self.zk.delete(f"{self.path}/{child}")
+                self.zk.delete(node)
         tx = self.zk.transaction()
         tx.create(
             f"{self.path}/topics", layout.encode_topics(sorted(self.subscription.topics)),
