@@ -285,3 +285,14 @@ def restart_gateway(
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)  # the port may linger for a moment after kill -9
+
+
+def hbase_subset(start_gateway: GatewayFactory, registry: Registry | None, *, store: bool) -> None:
+    """Over HBase, only the subscription tests that exercise the store run (``store=True``),
+    with the embedded registry, whose records live in the store; the rest would repeat over
+    HBase what they check over the embedded store, and load the tests' one HBase that the
+    whole session shares."""
+    if start_gateway.kind != "hbase":
+        return
+    if not store or (registry is not None and registry.mode != "embedded"):
+        pytest.skip("covered over the embedded store; over HBase the store-touching tests run")

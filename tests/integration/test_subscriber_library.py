@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GatewayFactory
-from tests.integration.conftest import Registry
+from tests.integration.conftest import Registry, hbase_subset
 
 pytestmark = pytest.mark.slow
 
@@ -95,6 +95,7 @@ print(json.dumps({
 def test_library_lifecycle(
     start_gateway: GatewayFactory, registry: Registry, queue_name: str, tmp_path: Path
 ) -> None:
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)

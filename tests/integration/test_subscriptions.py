@@ -24,6 +24,7 @@ from tests.integration.conftest import (
     Registry,
     SubscriberFactory,
     frozen,
+    hbase_subset,
     read_jsonl,
     restart_gateway,
 )
@@ -106,6 +107,7 @@ def test_every_message_in_order_and_listeners_in_order(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
+    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 3)
@@ -154,6 +156,7 @@ def test_subscriber_kill9_resumes_from_checkpoint(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -210,6 +213,7 @@ def test_gateway_kill9_workers_resume(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
+    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -253,6 +257,7 @@ def test_listener_failing_three_times_gets_the_batch_again(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags(), "--push-backoff-max", "0.2")
     client = gw.client()
     new_queue(client, queue_name, 1)
@@ -282,10 +287,8 @@ def test_stalled_subscriber_keeps_gateway_memory_bounded(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
-    if start_gateway.kind == "hbase":
-        # the push buffer does not depend on the store, and 200 MB of puts in a few seconds
-        # overwhelm the one-JVM local HBase of the tests (its puts time out)
-        pytest.skip("store-independent; measured over the embedded store")
+    # (also: 200 MB of puts in a few seconds overwhelm the tests' one-JVM HBase)
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(
         *registry.gateway_flags(),
         "--push-timeout", "1", "--push-buffer", "2000", "--push-buffer-bytes", "2000000",
@@ -329,6 +332,7 @@ def test_vanished_subscriber_pauses_and_registers_again_by_itself(
 ) -> None:
     """The ZooKeeper session (or the lease) of a frozen subscriber expires for real; once it
     runs again it notices, registers again by itself, and nothing is lost."""
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 1)
@@ -373,6 +377,7 @@ def test_toolkit_subscriber_commands_show_lag(
 ) -> None:
     """add_subscriber / subscribers / delete_subscriber of seed 4.1, as a user runs them."""
 
+    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -426,6 +431,7 @@ def test_gateway_zookeeper_session_expiry(
     """The gateway's own session expires (frozen past its timeout): the znodes it wrote for a
     subscriber registered through it vanish, that subscriber registers again, the watches come
     back, and both subscribers (one with its own session) keep receiving everything."""
+    hbase_subset(start_gateway, None, store=False)
     registry = Registry("zookeeper", zk_hosts)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
@@ -470,6 +476,7 @@ def test_explicit_start_and_wake_up_on_put(
     from tests.helpers import drain
 
     T = hqueue_thrift()
+    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
