@@ -1,7 +1,8 @@
-"""The gateway assembled: store, scanner registry, service, Thrift server; one lifecycle.
+"""The gateway assembled: store, scanner registry, service, push workers, Thrift server.
 
 ``start()`` opens the store, starts background work and binds the port; ``stop()`` undoes it
-in reverse order: no new requests, in-flight calls finish, then the store is synced and closed.
+in reverse order: no new requests, in-flight calls finish, push workers stop and write their
+checkpoints, the subscription registry closes, then the store is synced and closed.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
@@ -21,6 +22,10 @@ from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
+from .subscriptions.embedded_registry import EmbeddedRegistry
+from .subscriptions.registry import SubscriptionRegistry
+from .subscriptions.service import SubscriptionService
+from .subscriptions.workers import PushOptions, WorkerManager
 from .wire import RequestLimits
 
 log = logging.getLogger("gateway")
@@ -41,6 +46,9 @@ class GatewayConfig:
     max_batch_messages: int = 100_000
     ttl_sweep_interval: float = 60.0  # seconds
     store: str = "embedded"  # or hbase://HOST:PORT[?...], see gateway.store.hbase_schema
+    zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
+    zookeeper_session_timeout: float = 10.0  # seconds
+    push: PushOptions = field(default_factory=PushOptions)
 
 
 class Gateway:
@@ -51,6 +59,7 @@ class Gateway:
             idle_timeout=config.scanner_timeout, max_open=config.max_scanners
         )
         self.service: GatewayService | None = None
+        self.push: WorkerManager | None = None
         self.server: ThriftServer | None = None
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
@@ -60,6 +69,11 @@ class Gateway:
         self.store.start()
         self.scanners.start()
         try:
+            # the registry first: connecting to ZooKeeper may take a while, and no request
+            # should arrive before the service can answer it
+            registry = self._registry()
+            self.push = WorkerManager(self.store, registry, self.config.push)
+            self.push.start()
             self.server = ThriftServer(
                 None,
                 self.config.host,
@@ -94,8 +108,14 @@ class Gateway:
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
+            self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
+            self.service.after_put = self.push.notify_put
             self.server.processor = processor
         except Exception:
+            if self.server is not None:
+                self.server.stop(grace=0)
+            if self.push is not None:
+                self.push.stop()
             self.scanners.stop()
             self.store.stop()
             raise
@@ -115,9 +135,20 @@ class Gateway:
         self._stopped.set()
         if self.server is not None:
             self.server.stop()
+        if self.push is not None:
+            self.push.stop()
         self.scanners.stop()
         self.store.stop()
         log.info("stopped")
+
+    def _registry(self) -> SubscriptionRegistry:
+        if self.config.zookeeper:
+            from .subscriptions.zk_registry import ZooKeeperRegistry
+
+            return ZooKeeperRegistry(
+                self.config.zookeeper, session_timeout=self.config.zookeeper_session_timeout
+            )
+        return EmbeddedRegistry(self.store)
 
     def run_until_signal(self) -> None:
         def on_signal(signum: int) -> None:

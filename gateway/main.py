@@ -72,6 +72,60 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often expired messages are deleted from disk (default %(default)s)",
     )
+    sub = p.add_argument_group("subscriptions (push)")
+    sub.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="keep the subscription registry in ZooKeeper (default: in the embedded store)",
+    )
+    sub.add_argument(
+        "--zookeeper-session-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="ZooKeeper session timeout (default %(default)s)",
+    )
+    sub.add_argument(
+        "--push-batch",
+        type=int,
+        default=1000,
+        metavar="MESSAGES",
+        help="most messages in one consumeMessages call (default %(default)s)",
+    )
+    sub.add_argument(
+        "--push-buffer",
+        type=int,
+        default=10_000,
+        metavar="MESSAGES",
+        help="messages read ahead per subscriber and partition (default %(default)s)",
+    )
+    sub.add_argument(
+        "--push-buffer-bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        help="bytes read ahead per subscriber and partition (default 8 MiB)",
+    )
+    sub.add_argument(
+        "--push-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a consumeMessages call may take before it is retried (default %(default)s)",
+    )
+    sub.add_argument(
+        "--push-backoff-max",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="longest wait between retries of a failed push (default %(default)s)",
+    )
+    sub.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often push progress is written to the registry (default %(default)s)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -79,10 +133,25 @@ def build_parser() -> argparse.ArgumentParser:
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not 0 <= args.port < 65536:
         parser.error(f"--port must be 0..65535, got {args.port}")
-    for name in ("scanner_timeout", "ttl_sweep_interval"):
+    for name in (
+        "scanner_timeout",
+        "ttl_sweep_interval",
+        "zookeeper_session_timeout",
+        "push_timeout",
+        "push_backoff_max",
+        "checkpoint_interval",
+    ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0 seconds")
-    for name in ("max_scanners", "max_value_bytes", "max_request_bytes", "max_batch_messages"):
+    for name in (
+        "max_scanners",
+        "max_value_bytes",
+        "max_request_bytes",
+        "max_batch_messages",
+        "push_batch",
+        "push_buffer",
+        "push_buffer_bytes",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.max_request_bytes < args.max_value_bytes + 4096:
@@ -119,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     from .app import Gateway, GatewayConfig
+    from .subscriptions.sender import SenderOptions
+    from .subscriptions.workers import PushOptions
 
     config = GatewayConfig(
         host=args.host,
@@ -134,6 +205,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_batch_messages=args.max_batch_messages,
         ttl_sweep_interval=args.ttl_sweep_interval,
         store=args.store,
+        zookeeper=args.zookeeper,
+        zookeeper_session_timeout=args.zookeeper_session_timeout,
+        push=PushOptions(
+            buffer_messages=args.push_buffer,
+            buffer_bytes=args.push_buffer_bytes,
+            sender=SenderOptions(
+                batch_messages=args.push_batch,
+                timeout=args.push_timeout,
+                backoff_max=args.push_backoff_max,
+            ),
+            checkpoint_interval=args.checkpoint_interval,
+        ),
     )
     gateway = Gateway(config)
     try:

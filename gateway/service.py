@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import validation
-from .errors import InvalidArgument
+from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .rowkey import consecutive_keys
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
+
+if TYPE_CHECKING:
+    from .subscriptions.service import SubscriptionService
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,10 @@ class GatewayService:
         self.limits = limits or ServiceLimits()
         self._allocators: dict[tuple[str, int], PartitionIdAllocator] = {}
         self._t = thrift
+        # Set by the gateway when subscriptions run: the subscription methods, and the hook
+        # that wakes push workers once a put to (queue, partitions) is acknowledged.
+        self.subscriptions: SubscriptionService | None = None
+        self.after_put: Callable[[str, Iterable[int]], None] | None = None
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -127,6 +135,8 @@ class GatewayService:
             )
         if batches:
             self.store.put(meta, batches)
+            if self.after_put is not None:
+                self.after_put(meta.name, [b.partition for b in batches])
 
     def _coerce(self, m: Any, i: int, single: bool, argument: str) -> tuple[bytes, bytes]:
         """The slow path of one message: str accepted as UTF-8, anything wrong refused."""
@@ -304,6 +314,31 @@ class GatewayService:
             info(m.name.encode(), m.partitions, m.ttl_seconds, m.enabled, dict(m.config))
             for m in self.store.list_queues()
         ]
+
+    # -- subscriptions (seed 3.5): see gateway.subscriptions.service ----------------------
+
+    def subscribe(self, queueName: Any, subscription: Any, address: Any, leaseSeconds: Any) -> int:
+        return self._subs().subscribe(self._queue(queueName), subscription, address, leaseSeconds)
+
+    def renewSubscription(self, queueName: Any, subscriberName: Any, leaseID: Any) -> bool:
+        return self._subs().renew(self._queue(queueName, enabled=False), subscriberName, leaseID)
+
+    def unsubscribe(self, queueName: Any, subscriberName: Any, leaseID: Any) -> None:
+        self._subs().unsubscribe(self._queue(queueName, enabled=False), subscriberName, leaseID)
+
+    def addSubscriber(self, queueName: Any, subscription: Any) -> None:
+        self._subs().add(self._queue(queueName, enabled=False), subscription)
+
+    def deleteSubscriber(self, queueName: Any, subscriberName: Any) -> None:
+        self._subs().delete(self._queue(queueName, enabled=False), subscriberName)
+
+    def listSubscribers(self, queueName: Any) -> list[Any]:
+        return self._subs().list(self._queue(queueName, enabled=False))
+
+    def _subs(self) -> SubscriptionService:
+        if self.subscriptions is None:
+            raise StoreError("subscriptions are not running on this gateway")
+        return self.subscriptions
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -60,6 +60,43 @@ exception IllegalArgument {
   1: string message
 }
 
+// ---- subscriptions (seed 3.5), appended ----------------------------------------------------
+
+/** A subscribed partition; startMessageID (inclusive) overrides the stored checkpoint. */
+struct TSubscribedPartition {
+  1: i16 partitionID,
+  2: optional TMessageID startMessageID
+}
+
+/**
+ * What a subscriber wants: no topics = every topic, no partitions = every partition. A partition
+ * without a start resumes after its stored checkpoint, or takes only messages written from now
+ * on when the subscriber has none yet.
+ */
+struct TSubscription {
+  1: Text name,
+  2: optional list<Text> topics,
+  3: optional list<TSubscribedPartition> partitions
+}
+
+/** One partition of a subscriber as the toolkit shows it. lagSeconds is in seconds. */
+struct TPartitionProgress {
+  1: i16 partitionID,
+  2: optional TMessageID checkpoint,
+  3: optional TMessageID newest,
+  4: i64 lagMessages,
+  5: bool lagMessagesCapped,
+  6: double lagSeconds
+}
+
+/** A subscriber: address is unset while it is not connected (its workers are paused). */
+struct TSubscriberInfo {
+  1: Text name,
+  2: optional Text address,
+  3: list<Text> topics,
+  4: list<TPartitionProgress> partitions
+}
+
 service HQueueService {
   /** Opens a scanner on one partition. */
   ScannerID messageScannerOpen(1: Text queueName, 2: i16 partitionID, 3: TMessageScan messageScan)
@@ -120,5 +157,35 @@ service HQueueService {
       throws (1: IOError io, 2: IllegalArgument ia)
 
   list<TQueueInfo> listQueues()
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  // ---- subscriptions (seed 3.5), appended --------------------------------------------------
+
+  /**
+   * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+   * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+   * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+   */
+  i64 subscribe(1: Text queueName, 2: TSubscription subscription, 3: Text address, 4: i32 leaseSeconds)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again. */
+  bool renewSubscription(1: Text queueName, 2: Text subscriberName, 3: i64 leaseID)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Ends a lease at once (a clean stop); the subscriber and its checkpoints stay. */
+  void unsubscribe(1: Text queueName, 2: Text subscriberName, 3: i64 leaseID)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Creates a subscriber (no address yet) starting from now, or from the given starts. */
+  void addSubscriber(1: Text queueName, 2: TSubscription subscription)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Deletes a subscriber and its checkpoints; its workers stop. */
+  void deleteSubscriber(1: Text queueName, 2: Text subscriberName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Every subscriber of a queue with its per-partition checkpoint, newest id and lag. */
+  list<TSubscriberInfo> listSubscribers(1: Text queueName)
       throws (1: IOError io, 2: IllegalArgument ia)
 }

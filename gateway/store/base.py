@@ -116,3 +116,25 @@ class PartitionStore(abc.ABC):
         (descending when ``reverse``), keeping only ``topics`` when given. The store may stop
         early (after examining a bounded number of rows) and says where via ``resume_after``.
         Only durable rows are returned."""
+
+    # -- small metadata records -----------------------------------------------------------
+    # A namespaced key/value map for the gateway's own bookkeeping (the embedded subscription
+    # registry keeps one record per subscriber here). Records are small (a few KiB), few
+    # (thousands), and independent of queues: deleting or truncating a queue leaves them.
+
+    @abc.abstractmethod
+    def get_record(self, namespace: str, key: str) -> bytes | None:
+        """The value stored under (namespace, key), or None. Sees every completed put."""
+
+    @abc.abstractmethod
+    def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        """Stores (replaces) the value; returns once it is durable."""
+
+    @abc.abstractmethod
+    def delete_record(self, namespace: str, key: str) -> None:
+        """Removes the record (absent is not an error); returns once durable."""
+
+    @abc.abstractmethod
+    def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        """Every (key, value) of ``namespace`` whose key starts with ``prefix``, sorted by key
+        (UTF-8 byte order)."""

@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 
 _META_PREFIX = b"queue\x00"
 _GENERATION_KEY = b"generation"
+# Small records (see PartitionStore.get_record): b"record\x00" + namespace + b"\x00" + key.
+_RECORD_PREFIX = b"record\x00"
 _KEY = struct.Struct(">hqh")
 # How many rows one scan call may look at before it hands control back (topic filters can
 # skip many rows; the event loop must keep serving meanwhile).
@@ -177,6 +179,33 @@ class EmbeddedStore(PartitionStore):
             self._save_meta(meta)
             self._queues[name] = meta
             return meta
+
+    # -- small metadata records -----------------------------------------------------------
+
+    def get_record(self, namespace: str, key: str) -> bytes | None:
+        value = self._db_call(self._db_required().get, _record_key(namespace, key))
+        return value if isinstance(value, bytes) else None
+
+    def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        db = self._db_required()
+        self._db_call(db.put, _record_key(namespace, key), value, self._no_sync)
+        self._await_sync()
+
+    def delete_record(self, namespace: str, key: str) -> None:
+        db = self._db_required()
+        self._db_call(db.delete, _record_key(namespace, key), self._no_sync)
+        self._await_sync()
+
+    def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        start = _record_key(namespace, prefix)
+        skip = len(_record_key(namespace, ""))
+        out: list[tuple[str, bytes]] = []
+        for key, value in self._db_required().items(from_key=start):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
+            if not key.startswith(start):
+                break
+            out.append((key[skip:].decode(), value))
+        return out
 
     # -- data -----------------------------------------------------------------------------
 
@@ -420,3 +449,9 @@ class EmbeddedStore(PartitionStore):
             config=d["config"],
             generation=d["generation"],
         )
+
+
+def _record_key(namespace: str, key: str) -> bytes:
+    if "\x00" in namespace:
+        raise ValueError("'namespace' must not contain NUL")
+    return _RECORD_PREFIX + namespace.encode() + b"\x00" + key.encode()

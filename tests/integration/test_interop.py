@@ -7,7 +7,8 @@ NULs in values, a 255-byte topic, a 40 KB value. Every program speaks the same l
 (``--hex``: PARTITION, TIMESTAMP, SEQUENCE, TOPIC hex, VALUE hex), and the Python client
 reads each queue too, as a referee that tells a producer's fault from a scanner's.
 
-The C++ subscriber server is called directly (the gateway does not push yet).
+The C++ subscriber server is called directly, and receives pushes from the gateway after the
+test registers it through the gateway's ``subscribe`` (no ZooKeeper client in C++ needed).
 """
 
 from __future__ import annotations
@@ -325,3 +326,40 @@ def test_cpp_subscriber_answers_its_status(programs: Programs, tmp_path: Path) -
         finally:
             client.close()
     assert out_path.read_text().splitlines() == ["0\t1\t0\tt\ta\\\\b\\x01", "batch 1"]
+
+
+def test_gateway_pushes_to_cpp_subscriber(
+    programs: Programs, gateways: Any, queue_name: str, tmp_path: Path
+) -> None:
+    """A subscriber in another language: registered with ``subscribe`` (a lease) on its
+    behalf, it gets every message pushed in order, byte for byte."""
+    T = hqueue_thrift()
+    gw = gateways["buffered-binary"]
+    conn = Connection(gw.host, gw.port)
+    conn.create_queue(queue_name, 2, 3600)
+    with cpp_subscriber(tmp_path, "--hex") as (port, _, out_path):
+        lease = conn.call(
+            "subscribe",
+            queue_name.encode(),
+            T.TSubscription(name=b"cpp"),
+            f"127.0.0.1:{port}".encode(),
+            600,
+        )
+        queue = conn.queue(queue_name)
+        for i, (topic, value) in enumerate(PINNED):
+            queue.put(topic, value, partition=i % 2)
+
+        def lines() -> list[str]:
+            text = out_path.read_bytes().decode()
+            return [line for line in text.splitlines() if not line.startswith("batch ")]
+
+        wait_until(lambda: len(lines()) >= len(PINNED), 30, what="the pushed messages")
+        conn.call("unsubscribe", queue_name.encode(), b"cpp", lease)
+        got = [line.split("\t") for line in lines()]
+    conn.close()
+    for p in (0, 1):
+        sent = [(t.hex(), v.hex()) for i, (t, v) in enumerate(PINNED) if i % 2 == p]
+        pushed = [(g[3], g[4]) for g in got if g[0] == str(p)]
+        assert pushed == sent
+        ids = [(int(g[1]), int(g[2])) for g in got if g[0] == str(p)]
+        assert ids == sorted(ids)

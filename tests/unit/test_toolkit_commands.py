@@ -499,9 +499,9 @@ def test_shell_keeps_trying_when_gateway_is_down(fake: FakeClient) -> None:
     assert connector.count == 3
 
 
-def test_shell_unsupported_seed_commands(fake: FakeClient) -> None:
-    code, _, err = run_shell("add_subscriber 'q', 's'\n", Connector(fake))
-    assert code == 2 and "subscriber management" in err
+def test_shell_subscriber_commands_check_their_arguments(fake: FakeClient) -> None:
+    code, _, err = run_shell("add_subscriber 'q'\n", Connector(fake))
+    assert code == 2 and "missing 'subscriber_name'" in err
 
 
 def test_shell_interactive_prompt(fake: FakeClient) -> None:

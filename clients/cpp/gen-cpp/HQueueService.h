@@ -107,6 +107,59 @@ class HQueueServiceIf {
   virtual void disableQueue(const Text& queueName) = 0;
   virtual void enableQueue(const Text& queueName) = 0;
   virtual void listQueues(std::vector<TQueueInfo> & _return) = 0;
+
+  /**
+   * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+   * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+   * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+   * 
+   * @param queueName
+   * @param subscription
+   * @param address
+   * @param leaseSeconds
+   */
+  virtual int64_t subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds) = 0;
+
+  /**
+   * Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  virtual bool renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID) = 0;
+
+  /**
+   * Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  virtual void unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID) = 0;
+
+  /**
+   * Creates a subscriber (no address yet) starting from now, or from the given starts.
+   * 
+   * @param queueName
+   * @param subscription
+   */
+  virtual void addSubscriber(const Text& queueName, const TSubscription& subscription) = 0;
+
+  /**
+   * Deletes a subscriber and its checkpoints; its workers stop.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  virtual void deleteSubscriber(const Text& queueName, const Text& subscriberName) = 0;
+
+  /**
+   * Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+   * 
+   * @param queueName
+   */
+  virtual void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) = 0;
 };
 
 class HQueueServiceIfFactory {
@@ -188,6 +241,26 @@ class HQueueServiceNull : virtual public HQueueServiceIf {
     return;
   }
   void listQueues(std::vector<TQueueInfo> & /* _return */) override {
+    return;
+  }
+  int64_t subscribe(const Text& /* queueName */, const TSubscription& /* subscription */, const Text& /* address */, const int32_t /* leaseSeconds */) override {
+    int64_t _return = 0;
+    return _return;
+  }
+  bool renewSubscription(const Text& /* queueName */, const Text& /* subscriberName */, const int64_t /* leaseID */) override {
+    bool _return = false;
+    return _return;
+  }
+  void unsubscribe(const Text& /* queueName */, const Text& /* subscriberName */, const int64_t /* leaseID */) override {
+    return;
+  }
+  void addSubscriber(const Text& /* queueName */, const TSubscription& /* subscription */) override {
+    return;
+  }
+  void deleteSubscriber(const Text& /* queueName */, const Text& /* subscriberName */) override {
+    return;
+  }
+  void listSubscribers(std::vector<TSubscriberInfo> & /* _return */, const Text& /* queueName */) override {
     return;
   }
 };
@@ -2270,6 +2343,780 @@ class HQueueService_listQueues_presult {
 
 };
 
+typedef struct _HQueueService_subscribe_args__isset {
+  _HQueueService_subscribe_args__isset() : queueName(false), subscription(false), address(false), leaseSeconds(false) {}
+  bool queueName :1;
+  bool subscription :1;
+  bool address :1;
+  bool leaseSeconds :1;
+} _HQueueService_subscribe_args__isset;
+
+class HQueueService_subscribe_args {
+ public:
+
+  HQueueService_subscribe_args(const HQueueService_subscribe_args&);
+  HQueueService_subscribe_args& operator=(const HQueueService_subscribe_args&);
+  HQueueService_subscribe_args() noexcept
+                               : queueName(),
+                                 address(),
+                                 leaseSeconds(0) {
+  }
+
+  virtual ~HQueueService_subscribe_args() noexcept;
+  Text queueName;
+  TSubscription subscription;
+  Text address;
+  int32_t leaseSeconds;
+
+  _HQueueService_subscribe_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscription(const TSubscription& val);
+
+  void __set_address(const Text& val);
+
+  void __set_leaseSeconds(const int32_t val);
+
+  bool operator == (const HQueueService_subscribe_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscription == rhs.subscription))
+      return false;
+    if (!(address == rhs.address))
+      return false;
+    if (!(leaseSeconds == rhs.leaseSeconds))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_subscribe_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_subscribe_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_subscribe_pargs {
+ public:
+
+
+  virtual ~HQueueService_subscribe_pargs() noexcept;
+  const Text* queueName;
+  const TSubscription* subscription;
+  const Text* address;
+  const int32_t* leaseSeconds;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_subscribe_result__isset {
+  _HQueueService_subscribe_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_subscribe_result__isset;
+
+class HQueueService_subscribe_result {
+ public:
+
+  HQueueService_subscribe_result(const HQueueService_subscribe_result&);
+  HQueueService_subscribe_result& operator=(const HQueueService_subscribe_result&);
+  HQueueService_subscribe_result() noexcept
+                                 : success(0) {
+  }
+
+  virtual ~HQueueService_subscribe_result() noexcept;
+  int64_t success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_subscribe_result__isset __isset;
+
+  void __set_success(const int64_t val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_subscribe_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_subscribe_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_subscribe_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_subscribe_presult__isset {
+  _HQueueService_subscribe_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_subscribe_presult__isset;
+
+class HQueueService_subscribe_presult {
+ public:
+
+
+  virtual ~HQueueService_subscribe_presult() noexcept;
+  int64_t* success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_subscribe_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_renewSubscription_args__isset {
+  _HQueueService_renewSubscription_args__isset() : queueName(false), subscriberName(false), leaseID(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool leaseID :1;
+} _HQueueService_renewSubscription_args__isset;
+
+class HQueueService_renewSubscription_args {
+ public:
+
+  HQueueService_renewSubscription_args(const HQueueService_renewSubscription_args&);
+  HQueueService_renewSubscription_args& operator=(const HQueueService_renewSubscription_args&);
+  HQueueService_renewSubscription_args() noexcept
+                                       : queueName(),
+                                         subscriberName(),
+                                         leaseID(0) {
+  }
+
+  virtual ~HQueueService_renewSubscription_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  int64_t leaseID;
+
+  _HQueueService_renewSubscription_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_leaseID(const int64_t val);
+
+  bool operator == (const HQueueService_renewSubscription_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(leaseID == rhs.leaseID))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_renewSubscription_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_renewSubscription_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_renewSubscription_pargs {
+ public:
+
+
+  virtual ~HQueueService_renewSubscription_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const int64_t* leaseID;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_renewSubscription_result__isset {
+  _HQueueService_renewSubscription_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_renewSubscription_result__isset;
+
+class HQueueService_renewSubscription_result {
+ public:
+
+  HQueueService_renewSubscription_result(const HQueueService_renewSubscription_result&);
+  HQueueService_renewSubscription_result& operator=(const HQueueService_renewSubscription_result&);
+  HQueueService_renewSubscription_result() noexcept
+                                         : success(0) {
+  }
+
+  virtual ~HQueueService_renewSubscription_result() noexcept;
+  bool success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_renewSubscription_result__isset __isset;
+
+  void __set_success(const bool val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_renewSubscription_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_renewSubscription_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_renewSubscription_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_renewSubscription_presult__isset {
+  _HQueueService_renewSubscription_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_renewSubscription_presult__isset;
+
+class HQueueService_renewSubscription_presult {
+ public:
+
+
+  virtual ~HQueueService_renewSubscription_presult() noexcept;
+  bool* success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_renewSubscription_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_unsubscribe_args__isset {
+  _HQueueService_unsubscribe_args__isset() : queueName(false), subscriberName(false), leaseID(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool leaseID :1;
+} _HQueueService_unsubscribe_args__isset;
+
+class HQueueService_unsubscribe_args {
+ public:
+
+  HQueueService_unsubscribe_args(const HQueueService_unsubscribe_args&);
+  HQueueService_unsubscribe_args& operator=(const HQueueService_unsubscribe_args&);
+  HQueueService_unsubscribe_args() noexcept
+                                 : queueName(),
+                                   subscriberName(),
+                                   leaseID(0) {
+  }
+
+  virtual ~HQueueService_unsubscribe_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  int64_t leaseID;
+
+  _HQueueService_unsubscribe_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_leaseID(const int64_t val);
+
+  bool operator == (const HQueueService_unsubscribe_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(leaseID == rhs.leaseID))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_unsubscribe_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_unsubscribe_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_unsubscribe_pargs {
+ public:
+
+
+  virtual ~HQueueService_unsubscribe_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const int64_t* leaseID;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_unsubscribe_result__isset {
+  _HQueueService_unsubscribe_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_unsubscribe_result__isset;
+
+class HQueueService_unsubscribe_result {
+ public:
+
+  HQueueService_unsubscribe_result(const HQueueService_unsubscribe_result&);
+  HQueueService_unsubscribe_result& operator=(const HQueueService_unsubscribe_result&);
+  HQueueService_unsubscribe_result() noexcept {
+  }
+
+  virtual ~HQueueService_unsubscribe_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_unsubscribe_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_unsubscribe_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_unsubscribe_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_unsubscribe_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_unsubscribe_presult__isset {
+  _HQueueService_unsubscribe_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_unsubscribe_presult__isset;
+
+class HQueueService_unsubscribe_presult {
+ public:
+
+
+  virtual ~HQueueService_unsubscribe_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_unsubscribe_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_addSubscriber_args__isset {
+  _HQueueService_addSubscriber_args__isset() : queueName(false), subscription(false) {}
+  bool queueName :1;
+  bool subscription :1;
+} _HQueueService_addSubscriber_args__isset;
+
+class HQueueService_addSubscriber_args {
+ public:
+
+  HQueueService_addSubscriber_args(const HQueueService_addSubscriber_args&);
+  HQueueService_addSubscriber_args& operator=(const HQueueService_addSubscriber_args&);
+  HQueueService_addSubscriber_args() noexcept
+                                   : queueName() {
+  }
+
+  virtual ~HQueueService_addSubscriber_args() noexcept;
+  Text queueName;
+  TSubscription subscription;
+
+  _HQueueService_addSubscriber_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscription(const TSubscription& val);
+
+  bool operator == (const HQueueService_addSubscriber_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscription == rhs.subscription))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_addSubscriber_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_addSubscriber_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_addSubscriber_pargs {
+ public:
+
+
+  virtual ~HQueueService_addSubscriber_pargs() noexcept;
+  const Text* queueName;
+  const TSubscription* subscription;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_addSubscriber_result__isset {
+  _HQueueService_addSubscriber_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_addSubscriber_result__isset;
+
+class HQueueService_addSubscriber_result {
+ public:
+
+  HQueueService_addSubscriber_result(const HQueueService_addSubscriber_result&);
+  HQueueService_addSubscriber_result& operator=(const HQueueService_addSubscriber_result&);
+  HQueueService_addSubscriber_result() noexcept {
+  }
+
+  virtual ~HQueueService_addSubscriber_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_addSubscriber_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_addSubscriber_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_addSubscriber_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_addSubscriber_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_addSubscriber_presult__isset {
+  _HQueueService_addSubscriber_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_addSubscriber_presult__isset;
+
+class HQueueService_addSubscriber_presult {
+ public:
+
+
+  virtual ~HQueueService_addSubscriber_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_addSubscriber_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_deleteSubscriber_args__isset {
+  _HQueueService_deleteSubscriber_args__isset() : queueName(false), subscriberName(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+} _HQueueService_deleteSubscriber_args__isset;
+
+class HQueueService_deleteSubscriber_args {
+ public:
+
+  HQueueService_deleteSubscriber_args(const HQueueService_deleteSubscriber_args&);
+  HQueueService_deleteSubscriber_args& operator=(const HQueueService_deleteSubscriber_args&);
+  HQueueService_deleteSubscriber_args() noexcept
+                                      : queueName(),
+                                        subscriberName() {
+  }
+
+  virtual ~HQueueService_deleteSubscriber_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+
+  _HQueueService_deleteSubscriber_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  bool operator == (const HQueueService_deleteSubscriber_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_deleteSubscriber_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_deleteSubscriber_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_deleteSubscriber_pargs {
+ public:
+
+
+  virtual ~HQueueService_deleteSubscriber_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_deleteSubscriber_result__isset {
+  _HQueueService_deleteSubscriber_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_deleteSubscriber_result__isset;
+
+class HQueueService_deleteSubscriber_result {
+ public:
+
+  HQueueService_deleteSubscriber_result(const HQueueService_deleteSubscriber_result&);
+  HQueueService_deleteSubscriber_result& operator=(const HQueueService_deleteSubscriber_result&);
+  HQueueService_deleteSubscriber_result() noexcept {
+  }
+
+  virtual ~HQueueService_deleteSubscriber_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_deleteSubscriber_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_deleteSubscriber_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_deleteSubscriber_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_deleteSubscriber_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_deleteSubscriber_presult__isset {
+  _HQueueService_deleteSubscriber_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_deleteSubscriber_presult__isset;
+
+class HQueueService_deleteSubscriber_presult {
+ public:
+
+
+  virtual ~HQueueService_deleteSubscriber_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_deleteSubscriber_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_listSubscribers_args__isset {
+  _HQueueService_listSubscribers_args__isset() : queueName(false) {}
+  bool queueName :1;
+} _HQueueService_listSubscribers_args__isset;
+
+class HQueueService_listSubscribers_args {
+ public:
+
+  HQueueService_listSubscribers_args(const HQueueService_listSubscribers_args&);
+  HQueueService_listSubscribers_args& operator=(const HQueueService_listSubscribers_args&);
+  HQueueService_listSubscribers_args() noexcept
+                                     : queueName() {
+  }
+
+  virtual ~HQueueService_listSubscribers_args() noexcept;
+  Text queueName;
+
+  _HQueueService_listSubscribers_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  bool operator == (const HQueueService_listSubscribers_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_listSubscribers_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_listSubscribers_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_listSubscribers_pargs {
+ public:
+
+
+  virtual ~HQueueService_listSubscribers_pargs() noexcept;
+  const Text* queueName;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_listSubscribers_result__isset {
+  _HQueueService_listSubscribers_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_listSubscribers_result__isset;
+
+class HQueueService_listSubscribers_result {
+ public:
+
+  HQueueService_listSubscribers_result(const HQueueService_listSubscribers_result&);
+  HQueueService_listSubscribers_result& operator=(const HQueueService_listSubscribers_result&);
+  HQueueService_listSubscribers_result() noexcept {
+  }
+
+  virtual ~HQueueService_listSubscribers_result() noexcept;
+  std::vector<TSubscriberInfo>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_listSubscribers_result__isset __isset;
+
+  void __set_success(const std::vector<TSubscriberInfo> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_listSubscribers_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_listSubscribers_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_listSubscribers_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_listSubscribers_presult__isset {
+  _HQueueService_listSubscribers_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_listSubscribers_presult__isset;
+
+class HQueueService_listSubscribers_presult {
+ public:
+
+
+  virtual ~HQueueService_listSubscribers_presult() noexcept;
+  std::vector<TSubscriberInfo> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_listSubscribers_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
 class HQueueServiceClient : virtual public HQueueServiceIf {
  public:
   HQueueServiceClient(std::shared_ptr< ::apache::thrift::protocol::TProtocol> prot) {
@@ -2404,6 +3251,65 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   void listQueues(std::vector<TQueueInfo> & _return) override;
   void send_listQueues();
   void recv_listQueues(std::vector<TQueueInfo> & _return);
+  /**
+   * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+   * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+   * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+   * 
+   * @param queueName
+   * @param subscription
+   * @param address
+   * @param leaseSeconds
+   */
+  int64_t subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds) override;
+  void send_subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds);
+  int64_t recv_subscribe();
+  /**
+   * Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  bool renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override;
+  void send_renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID);
+  bool recv_renewSubscription();
+  /**
+   * Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  void unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override;
+  void send_unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID);
+  void recv_unsubscribe();
+  /**
+   * Creates a subscriber (no address yet) starting from now, or from the given starts.
+   * 
+   * @param queueName
+   * @param subscription
+   */
+  void addSubscriber(const Text& queueName, const TSubscription& subscription) override;
+  void send_addSubscriber(const Text& queueName, const TSubscription& subscription);
+  void recv_addSubscriber();
+  /**
+   * Deletes a subscriber and its checkpoints; its workers stop.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  void deleteSubscriber(const Text& queueName, const Text& subscriberName) override;
+  void send_deleteSubscriber(const Text& queueName, const Text& subscriberName);
+  void recv_deleteSubscriber();
+  /**
+   * Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+   * 
+   * @param queueName
+   */
+  void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) override;
+  void send_listSubscribers(const Text& queueName);
+  void recv_listSubscribers(std::vector<TSubscriberInfo> & _return);
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;
@@ -2436,6 +3342,12 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
   void process_disableQueue(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_enableQueue(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_listQueues(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_subscribe(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_renewSubscription(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_unsubscribe(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_addSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_deleteSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_listSubscribers(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
  public:
   HQueueServiceProcessor(::std::shared_ptr<HQueueServiceIf> iface) :
     iface_(iface) {
@@ -2456,6 +3368,12 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
     processMap_["disableQueue"] = &HQueueServiceProcessor::process_disableQueue;
     processMap_["enableQueue"] = &HQueueServiceProcessor::process_enableQueue;
     processMap_["listQueues"] = &HQueueServiceProcessor::process_listQueues;
+    processMap_["subscribe"] = &HQueueServiceProcessor::process_subscribe;
+    processMap_["renewSubscription"] = &HQueueServiceProcessor::process_renewSubscription;
+    processMap_["unsubscribe"] = &HQueueServiceProcessor::process_unsubscribe;
+    processMap_["addSubscriber"] = &HQueueServiceProcessor::process_addSubscriber;
+    processMap_["deleteSubscriber"] = &HQueueServiceProcessor::process_deleteSubscriber;
+    processMap_["listSubscribers"] = &HQueueServiceProcessor::process_listSubscribers;
   }
 
   virtual ~HQueueServiceProcessor() {}
@@ -2699,6 +3617,102 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
     return;
   }
 
+  /**
+   * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+   * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+   * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+   * 
+   * @param queueName
+   * @param subscription
+   * @param address
+   * @param leaseSeconds
+   */
+  int64_t subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->subscribe(queueName, subscription, address, leaseSeconds);
+    }
+    return ifaces_[i]->subscribe(queueName, subscription, address, leaseSeconds);
+  }
+
+  /**
+   * Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  bool renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->renewSubscription(queueName, subscriberName, leaseID);
+    }
+    return ifaces_[i]->renewSubscription(queueName, subscriberName, leaseID);
+  }
+
+  /**
+   * Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  void unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->unsubscribe(queueName, subscriberName, leaseID);
+    }
+    ifaces_[i]->unsubscribe(queueName, subscriberName, leaseID);
+  }
+
+  /**
+   * Creates a subscriber (no address yet) starting from now, or from the given starts.
+   * 
+   * @param queueName
+   * @param subscription
+   */
+  void addSubscriber(const Text& queueName, const TSubscription& subscription) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->addSubscriber(queueName, subscription);
+    }
+    ifaces_[i]->addSubscriber(queueName, subscription);
+  }
+
+  /**
+   * Deletes a subscriber and its checkpoints; its workers stop.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  void deleteSubscriber(const Text& queueName, const Text& subscriberName) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->deleteSubscriber(queueName, subscriberName);
+    }
+    ifaces_[i]->deleteSubscriber(queueName, subscriberName);
+  }
+
+  /**
+   * Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+   * 
+   * @param queueName
+   */
+  void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->listSubscribers(_return, queueName);
+    }
+    ifaces_[i]->listSubscribers(_return, queueName);
+    return;
+  }
+
 };
 
 // The 'concurrent' client is a thread safe client that correctly handles
@@ -2840,6 +3854,65 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   void listQueues(std::vector<TQueueInfo> & _return) override;
   int32_t send_listQueues();
   void recv_listQueues(std::vector<TQueueInfo> & _return, const int32_t seqid);
+  /**
+   * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+   * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+   * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+   * 
+   * @param queueName
+   * @param subscription
+   * @param address
+   * @param leaseSeconds
+   */
+  int64_t subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds) override;
+  int32_t send_subscribe(const Text& queueName, const TSubscription& subscription, const Text& address, const int32_t leaseSeconds);
+  int64_t recv_subscribe(const int32_t seqid);
+  /**
+   * Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  bool renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override;
+  int32_t send_renewSubscription(const Text& queueName, const Text& subscriberName, const int64_t leaseID);
+  bool recv_renewSubscription(const int32_t seqid);
+  /**
+   * Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param leaseID
+   */
+  void unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID) override;
+  int32_t send_unsubscribe(const Text& queueName, const Text& subscriberName, const int64_t leaseID);
+  void recv_unsubscribe(const int32_t seqid);
+  /**
+   * Creates a subscriber (no address yet) starting from now, or from the given starts.
+   * 
+   * @param queueName
+   * @param subscription
+   */
+  void addSubscriber(const Text& queueName, const TSubscription& subscription) override;
+  int32_t send_addSubscriber(const Text& queueName, const TSubscription& subscription);
+  void recv_addSubscriber(const int32_t seqid);
+  /**
+   * Deletes a subscriber and its checkpoints; its workers stop.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  void deleteSubscriber(const Text& queueName, const Text& subscriberName) override;
+  int32_t send_deleteSubscriber(const Text& queueName, const Text& subscriberName);
+  void recv_deleteSubscriber(const int32_t seqid);
+  /**
+   * Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+   * 
+   * @param queueName
+   */
+  void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) override;
+  int32_t send_listSubscribers(const Text& queueName);
+  void recv_listSubscribers(std::vector<TSubscriberInfo> & _return, const int32_t seqid);
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;

@@ -885,4 +885,684 @@ const char* IllegalArgument::what() const noexcept {
   }
 }
 
+
+TSubscribedPartition::~TSubscribedPartition() noexcept {
+}
+
+
+void TSubscribedPartition::__set_partitionID(const int16_t val) {
+  this->partitionID = val;
+}
+
+void TSubscribedPartition::__set_startMessageID(const TMessageID& val) {
+  this->startMessageID = val;
+__isset.startMessageID = true;
+}
+std::ostream& operator<<(std::ostream& out, const TSubscribedPartition& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TSubscribedPartition::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_I16) {
+          xfer += iprot->readI16(this->partitionID);
+          this->__isset.partitionID = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_STRUCT) {
+          xfer += this->startMessageID.read(iprot);
+          this->__isset.startMessageID = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TSubscribedPartition::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TSubscribedPartition");
+
+  xfer += oprot->writeFieldBegin("partitionID", ::apache::thrift::protocol::T_I16, 1);
+  xfer += oprot->writeI16(this->partitionID);
+  xfer += oprot->writeFieldEnd();
+
+  if (this->__isset.startMessageID) {
+    xfer += oprot->writeFieldBegin("startMessageID", ::apache::thrift::protocol::T_STRUCT, 2);
+    xfer += this->startMessageID.write(oprot);
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TSubscribedPartition &a, TSubscribedPartition &b) {
+  using ::std::swap;
+  swap(a.partitionID, b.partitionID);
+  swap(a.startMessageID, b.startMessageID);
+  swap(a.__isset, b.__isset);
+}
+
+TSubscribedPartition::TSubscribedPartition(const TSubscribedPartition& other26) noexcept {
+  partitionID = other26.partitionID;
+  startMessageID = other26.startMessageID;
+  __isset = other26.__isset;
+}
+TSubscribedPartition& TSubscribedPartition::operator=(const TSubscribedPartition& other27) noexcept {
+  partitionID = other27.partitionID;
+  startMessageID = other27.startMessageID;
+  __isset = other27.__isset;
+  return *this;
+}
+void TSubscribedPartition::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TSubscribedPartition(";
+  out << "partitionID=" << to_string(partitionID);
+  out << ", " << "startMessageID="; (__isset.startMessageID ? (out << to_string(startMessageID)) : (out << "<null>"));
+  out << ")";
+}
+
+
+TSubscription::~TSubscription() noexcept {
+}
+
+
+void TSubscription::__set_name(const Text& val) {
+  this->name = val;
+}
+
+void TSubscription::__set_topics(const std::vector<Text> & val) {
+  this->topics = val;
+__isset.topics = true;
+}
+
+void TSubscription::__set_partitions(const std::vector<TSubscribedPartition> & val) {
+  this->partitions = val;
+__isset.partitions = true;
+}
+std::ostream& operator<<(std::ostream& out, const TSubscription& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TSubscription::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->name);
+          this->__isset.name = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->topics.clear();
+            uint32_t _size28;
+            ::apache::thrift::protocol::TType _etype31;
+            xfer += iprot->readListBegin(_etype31, _size28);
+            this->topics.resize(_size28);
+            uint32_t _i32;
+            for (_i32 = 0; _i32 < _size28; ++_i32)
+            {
+              xfer += iprot->readBinary(this->topics[_i32]);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.topics = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->partitions.clear();
+            uint32_t _size33;
+            ::apache::thrift::protocol::TType _etype36;
+            xfer += iprot->readListBegin(_etype36, _size33);
+            this->partitions.resize(_size33);
+            uint32_t _i37;
+            for (_i37 = 0; _i37 < _size33; ++_i37)
+            {
+              xfer += this->partitions[_i37].read(iprot);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TSubscription::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TSubscription");
+
+  xfer += oprot->writeFieldBegin("name", ::apache::thrift::protocol::T_STRING, 1);
+  xfer += oprot->writeBinary(this->name);
+  xfer += oprot->writeFieldEnd();
+
+  if (this->__isset.topics) {
+    xfer += oprot->writeFieldBegin("topics", ::apache::thrift::protocol::T_LIST, 2);
+    {
+      xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->topics.size()));
+      std::vector<Text> ::const_iterator _iter38;
+      for (_iter38 = this->topics.begin(); _iter38 != this->topics.end(); ++_iter38)
+      {
+        xfer += oprot->writeBinary((*_iter38));
+      }
+      xfer += oprot->writeListEnd();
+    }
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.partitions) {
+    xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_LIST, 3);
+    {
+      xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRUCT, static_cast<uint32_t>(this->partitions.size()));
+      std::vector<TSubscribedPartition> ::const_iterator _iter39;
+      for (_iter39 = this->partitions.begin(); _iter39 != this->partitions.end(); ++_iter39)
+      {
+        xfer += (*_iter39).write(oprot);
+      }
+      xfer += oprot->writeListEnd();
+    }
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TSubscription &a, TSubscription &b) {
+  using ::std::swap;
+  swap(a.name, b.name);
+  swap(a.topics, b.topics);
+  swap(a.partitions, b.partitions);
+  swap(a.__isset, b.__isset);
+}
+
+TSubscription::TSubscription(const TSubscription& other40) {
+  name = other40.name;
+  topics = other40.topics;
+  partitions = other40.partitions;
+  __isset = other40.__isset;
+}
+TSubscription& TSubscription::operator=(const TSubscription& other41) {
+  name = other41.name;
+  topics = other41.topics;
+  partitions = other41.partitions;
+  __isset = other41.__isset;
+  return *this;
+}
+void TSubscription::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TSubscription(";
+  out << "name=" << to_string(name);
+  out << ", " << "topics="; (__isset.topics ? (out << to_string(topics)) : (out << "<null>"));
+  out << ", " << "partitions="; (__isset.partitions ? (out << to_string(partitions)) : (out << "<null>"));
+  out << ")";
+}
+
+
+TPartitionProgress::~TPartitionProgress() noexcept {
+}
+
+
+void TPartitionProgress::__set_partitionID(const int16_t val) {
+  this->partitionID = val;
+}
+
+void TPartitionProgress::__set_checkpoint(const TMessageID& val) {
+  this->checkpoint = val;
+__isset.checkpoint = true;
+}
+
+void TPartitionProgress::__set_newest(const TMessageID& val) {
+  this->newest = val;
+__isset.newest = true;
+}
+
+void TPartitionProgress::__set_lagMessages(const int64_t val) {
+  this->lagMessages = val;
+}
+
+void TPartitionProgress::__set_lagMessagesCapped(const bool val) {
+  this->lagMessagesCapped = val;
+}
+
+void TPartitionProgress::__set_lagSeconds(const double val) {
+  this->lagSeconds = val;
+}
+std::ostream& operator<<(std::ostream& out, const TPartitionProgress& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TPartitionProgress::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_I16) {
+          xfer += iprot->readI16(this->partitionID);
+          this->__isset.partitionID = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_STRUCT) {
+          xfer += this->checkpoint.read(iprot);
+          this->__isset.checkpoint = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_STRUCT) {
+          xfer += this->newest.read(iprot);
+          this->__isset.newest = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 4:
+        if (ftype == ::apache::thrift::protocol::T_I64) {
+          xfer += iprot->readI64(this->lagMessages);
+          this->__isset.lagMessages = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 5:
+        if (ftype == ::apache::thrift::protocol::T_BOOL) {
+          xfer += iprot->readBool(this->lagMessagesCapped);
+          this->__isset.lagMessagesCapped = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 6:
+        if (ftype == ::apache::thrift::protocol::T_DOUBLE) {
+          xfer += iprot->readDouble(this->lagSeconds);
+          this->__isset.lagSeconds = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TPartitionProgress::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TPartitionProgress");
+
+  xfer += oprot->writeFieldBegin("partitionID", ::apache::thrift::protocol::T_I16, 1);
+  xfer += oprot->writeI16(this->partitionID);
+  xfer += oprot->writeFieldEnd();
+
+  if (this->__isset.checkpoint) {
+    xfer += oprot->writeFieldBegin("checkpoint", ::apache::thrift::protocol::T_STRUCT, 2);
+    xfer += this->checkpoint.write(oprot);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.newest) {
+    xfer += oprot->writeFieldBegin("newest", ::apache::thrift::protocol::T_STRUCT, 3);
+    xfer += this->newest.write(oprot);
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldBegin("lagMessages", ::apache::thrift::protocol::T_I64, 4);
+  xfer += oprot->writeI64(this->lagMessages);
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldBegin("lagMessagesCapped", ::apache::thrift::protocol::T_BOOL, 5);
+  xfer += oprot->writeBool(this->lagMessagesCapped);
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldBegin("lagSeconds", ::apache::thrift::protocol::T_DOUBLE, 6);
+  xfer += oprot->writeDouble(this->lagSeconds);
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TPartitionProgress &a, TPartitionProgress &b) {
+  using ::std::swap;
+  swap(a.partitionID, b.partitionID);
+  swap(a.checkpoint, b.checkpoint);
+  swap(a.newest, b.newest);
+  swap(a.lagMessages, b.lagMessages);
+  swap(a.lagMessagesCapped, b.lagMessagesCapped);
+  swap(a.lagSeconds, b.lagSeconds);
+  swap(a.__isset, b.__isset);
+}
+
+TPartitionProgress::TPartitionProgress(const TPartitionProgress& other42) noexcept {
+  partitionID = other42.partitionID;
+  checkpoint = other42.checkpoint;
+  newest = other42.newest;
+  lagMessages = other42.lagMessages;
+  lagMessagesCapped = other42.lagMessagesCapped;
+  lagSeconds = other42.lagSeconds;
+  __isset = other42.__isset;
+}
+TPartitionProgress& TPartitionProgress::operator=(const TPartitionProgress& other43) noexcept {
+  partitionID = other43.partitionID;
+  checkpoint = other43.checkpoint;
+  newest = other43.newest;
+  lagMessages = other43.lagMessages;
+  lagMessagesCapped = other43.lagMessagesCapped;
+  lagSeconds = other43.lagSeconds;
+  __isset = other43.__isset;
+  return *this;
+}
+void TPartitionProgress::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TPartitionProgress(";
+  out << "partitionID=" << to_string(partitionID);
+  out << ", " << "checkpoint="; (__isset.checkpoint ? (out << to_string(checkpoint)) : (out << "<null>"));
+  out << ", " << "newest="; (__isset.newest ? (out << to_string(newest)) : (out << "<null>"));
+  out << ", " << "lagMessages=" << to_string(lagMessages);
+  out << ", " << "lagMessagesCapped=" << to_string(lagMessagesCapped);
+  out << ", " << "lagSeconds=" << to_string(lagSeconds);
+  out << ")";
+}
+
+
+TSubscriberInfo::~TSubscriberInfo() noexcept {
+}
+
+
+void TSubscriberInfo::__set_name(const Text& val) {
+  this->name = val;
+}
+
+void TSubscriberInfo::__set_address(const Text& val) {
+  this->address = val;
+__isset.address = true;
+}
+
+void TSubscriberInfo::__set_topics(const std::vector<Text> & val) {
+  this->topics = val;
+}
+
+void TSubscriberInfo::__set_partitions(const std::vector<TPartitionProgress> & val) {
+  this->partitions = val;
+}
+std::ostream& operator<<(std::ostream& out, const TSubscriberInfo& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TSubscriberInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->name);
+          this->__isset.name = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->address);
+          this->__isset.address = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->topics.clear();
+            uint32_t _size44;
+            ::apache::thrift::protocol::TType _etype47;
+            xfer += iprot->readListBegin(_etype47, _size44);
+            this->topics.resize(_size44);
+            uint32_t _i48;
+            for (_i48 = 0; _i48 < _size44; ++_i48)
+            {
+              xfer += iprot->readBinary(this->topics[_i48]);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.topics = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 4:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->partitions.clear();
+            uint32_t _size49;
+            ::apache::thrift::protocol::TType _etype52;
+            xfer += iprot->readListBegin(_etype52, _size49);
+            this->partitions.resize(_size49);
+            uint32_t _i53;
+            for (_i53 = 0; _i53 < _size49; ++_i53)
+            {
+              xfer += this->partitions[_i53].read(iprot);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TSubscriberInfo::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TSubscriberInfo");
+
+  xfer += oprot->writeFieldBegin("name", ::apache::thrift::protocol::T_STRING, 1);
+  xfer += oprot->writeBinary(this->name);
+  xfer += oprot->writeFieldEnd();
+
+  if (this->__isset.address) {
+    xfer += oprot->writeFieldBegin("address", ::apache::thrift::protocol::T_STRING, 2);
+    xfer += oprot->writeBinary(this->address);
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldBegin("topics", ::apache::thrift::protocol::T_LIST, 3);
+  {
+    xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->topics.size()));
+    std::vector<Text> ::const_iterator _iter54;
+    for (_iter54 = this->topics.begin(); _iter54 != this->topics.end(); ++_iter54)
+    {
+      xfer += oprot->writeBinary((*_iter54));
+    }
+    xfer += oprot->writeListEnd();
+  }
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_LIST, 4);
+  {
+    xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRUCT, static_cast<uint32_t>(this->partitions.size()));
+    std::vector<TPartitionProgress> ::const_iterator _iter55;
+    for (_iter55 = this->partitions.begin(); _iter55 != this->partitions.end(); ++_iter55)
+    {
+      xfer += (*_iter55).write(oprot);
+    }
+    xfer += oprot->writeListEnd();
+  }
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TSubscriberInfo &a, TSubscriberInfo &b) {
+  using ::std::swap;
+  swap(a.name, b.name);
+  swap(a.address, b.address);
+  swap(a.topics, b.topics);
+  swap(a.partitions, b.partitions);
+  swap(a.__isset, b.__isset);
+}
+
+TSubscriberInfo::TSubscriberInfo(const TSubscriberInfo& other56) {
+  name = other56.name;
+  address = other56.address;
+  topics = other56.topics;
+  partitions = other56.partitions;
+  __isset = other56.__isset;
+}
+TSubscriberInfo& TSubscriberInfo::operator=(const TSubscriberInfo& other57) {
+  name = other57.name;
+  address = other57.address;
+  topics = other57.topics;
+  partitions = other57.partitions;
+  __isset = other57.__isset;
+  return *this;
+}
+void TSubscriberInfo::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TSubscriberInfo(";
+  out << "name=" << to_string(name);
+  out << ", " << "address="; (__isset.address ? (out << to_string(address)) : (out << "<null>"));
+  out << ", " << "topics=" << to_string(topics);
+  out << ", " << "partitions=" << to_string(partitions);
+  out << ")";
+}
+
 } // namespace

@@ -37,6 +37,14 @@ class IOError;
 
 class IllegalArgument;
 
+class TSubscribedPartition;
+
+class TSubscription;
+
+class TPartitionProgress;
+
+class TSubscriberInfo;
+
 typedef struct _TMessageID__isset {
   _TMessageID__isset() : timestamp(false), sequenceID(false) {}
   bool timestamp :1;
@@ -408,6 +416,274 @@ class IllegalArgument : public ::apache::thrift::TException {
 void swap(IllegalArgument &a, IllegalArgument &b);
 
 std::ostream& operator<<(std::ostream& out, const IllegalArgument& obj);
+
+typedef struct _TSubscribedPartition__isset {
+  _TSubscribedPartition__isset() : partitionID(false), startMessageID(false) {}
+  bool partitionID :1;
+  bool startMessageID :1;
+} _TSubscribedPartition__isset;
+
+/**
+ * A subscribed partition; startMessageID (inclusive) overrides the stored checkpoint.
+ */
+class TSubscribedPartition : public virtual ::apache::thrift::TBase {
+ public:
+
+  TSubscribedPartition(const TSubscribedPartition&) noexcept;
+  TSubscribedPartition& operator=(const TSubscribedPartition&) noexcept;
+  TSubscribedPartition() noexcept
+                       : partitionID(0) {
+  }
+
+  virtual ~TSubscribedPartition() noexcept;
+  int16_t partitionID;
+  TMessageID startMessageID;
+
+  _TSubscribedPartition__isset __isset;
+
+  void __set_partitionID(const int16_t val);
+
+  void __set_startMessageID(const TMessageID& val);
+
+  bool operator == (const TSubscribedPartition & rhs) const
+  {
+    if (!(partitionID == rhs.partitionID))
+      return false;
+    if (__isset.startMessageID != rhs.__isset.startMessageID)
+      return false;
+    else if (__isset.startMessageID && !(startMessageID == rhs.startMessageID))
+      return false;
+    return true;
+  }
+  bool operator != (const TSubscribedPartition &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TSubscribedPartition & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TSubscribedPartition &a, TSubscribedPartition &b);
+
+std::ostream& operator<<(std::ostream& out, const TSubscribedPartition& obj);
+
+typedef struct _TSubscription__isset {
+  _TSubscription__isset() : name(false), topics(false), partitions(false) {}
+  bool name :1;
+  bool topics :1;
+  bool partitions :1;
+} _TSubscription__isset;
+
+/**
+ * What a subscriber wants: no topics = every topic, no partitions = every partition. A partition
+ * without a start resumes after its stored checkpoint, or takes only messages written from now
+ * on when the subscriber has none yet.
+ */
+class TSubscription : public virtual ::apache::thrift::TBase {
+ public:
+
+  TSubscription(const TSubscription&);
+  TSubscription& operator=(const TSubscription&);
+  TSubscription() noexcept
+                : name() {
+  }
+
+  virtual ~TSubscription() noexcept;
+  Text name;
+  std::vector<Text>  topics;
+  std::vector<TSubscribedPartition>  partitions;
+
+  _TSubscription__isset __isset;
+
+  void __set_name(const Text& val);
+
+  void __set_topics(const std::vector<Text> & val);
+
+  void __set_partitions(const std::vector<TSubscribedPartition> & val);
+
+  bool operator == (const TSubscription & rhs) const
+  {
+    if (!(name == rhs.name))
+      return false;
+    if (__isset.topics != rhs.__isset.topics)
+      return false;
+    else if (__isset.topics && !(topics == rhs.topics))
+      return false;
+    if (__isset.partitions != rhs.__isset.partitions)
+      return false;
+    else if (__isset.partitions && !(partitions == rhs.partitions))
+      return false;
+    return true;
+  }
+  bool operator != (const TSubscription &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TSubscription & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TSubscription &a, TSubscription &b);
+
+std::ostream& operator<<(std::ostream& out, const TSubscription& obj);
+
+typedef struct _TPartitionProgress__isset {
+  _TPartitionProgress__isset() : partitionID(false), checkpoint(false), newest(false), lagMessages(false), lagMessagesCapped(false), lagSeconds(false) {}
+  bool partitionID :1;
+  bool checkpoint :1;
+  bool newest :1;
+  bool lagMessages :1;
+  bool lagMessagesCapped :1;
+  bool lagSeconds :1;
+} _TPartitionProgress__isset;
+
+/**
+ * One partition of a subscriber as the toolkit shows it. lagSeconds is in seconds.
+ */
+class TPartitionProgress : public virtual ::apache::thrift::TBase {
+ public:
+
+  TPartitionProgress(const TPartitionProgress&) noexcept;
+  TPartitionProgress& operator=(const TPartitionProgress&) noexcept;
+  TPartitionProgress() noexcept
+                     : partitionID(0),
+                       lagMessages(0),
+                       lagMessagesCapped(0),
+                       lagSeconds(0) {
+  }
+
+  virtual ~TPartitionProgress() noexcept;
+  int16_t partitionID;
+  TMessageID checkpoint;
+  TMessageID newest;
+  int64_t lagMessages;
+  bool lagMessagesCapped;
+  double lagSeconds;
+
+  _TPartitionProgress__isset __isset;
+
+  void __set_partitionID(const int16_t val);
+
+  void __set_checkpoint(const TMessageID& val);
+
+  void __set_newest(const TMessageID& val);
+
+  void __set_lagMessages(const int64_t val);
+
+  void __set_lagMessagesCapped(const bool val);
+
+  void __set_lagSeconds(const double val);
+
+  bool operator == (const TPartitionProgress & rhs) const
+  {
+    if (!(partitionID == rhs.partitionID))
+      return false;
+    if (__isset.checkpoint != rhs.__isset.checkpoint)
+      return false;
+    else if (__isset.checkpoint && !(checkpoint == rhs.checkpoint))
+      return false;
+    if (__isset.newest != rhs.__isset.newest)
+      return false;
+    else if (__isset.newest && !(newest == rhs.newest))
+      return false;
+    if (!(lagMessages == rhs.lagMessages))
+      return false;
+    if (!(lagMessagesCapped == rhs.lagMessagesCapped))
+      return false;
+    if (!(lagSeconds == rhs.lagSeconds))
+      return false;
+    return true;
+  }
+  bool operator != (const TPartitionProgress &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TPartitionProgress & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TPartitionProgress &a, TPartitionProgress &b);
+
+std::ostream& operator<<(std::ostream& out, const TPartitionProgress& obj);
+
+typedef struct _TSubscriberInfo__isset {
+  _TSubscriberInfo__isset() : name(false), address(false), topics(false), partitions(false) {}
+  bool name :1;
+  bool address :1;
+  bool topics :1;
+  bool partitions :1;
+} _TSubscriberInfo__isset;
+
+/**
+ * A subscriber: address is unset while it is not connected (its workers are paused).
+ */
+class TSubscriberInfo : public virtual ::apache::thrift::TBase {
+ public:
+
+  TSubscriberInfo(const TSubscriberInfo&);
+  TSubscriberInfo& operator=(const TSubscriberInfo&);
+  TSubscriberInfo() noexcept
+                  : name(),
+                    address() {
+  }
+
+  virtual ~TSubscriberInfo() noexcept;
+  Text name;
+  Text address;
+  std::vector<Text>  topics;
+  std::vector<TPartitionProgress>  partitions;
+
+  _TSubscriberInfo__isset __isset;
+
+  void __set_name(const Text& val);
+
+  void __set_address(const Text& val);
+
+  void __set_topics(const std::vector<Text> & val);
+
+  void __set_partitions(const std::vector<TPartitionProgress> & val);
+
+  bool operator == (const TSubscriberInfo & rhs) const
+  {
+    if (!(name == rhs.name))
+      return false;
+    if (__isset.address != rhs.__isset.address)
+      return false;
+    else if (__isset.address && !(address == rhs.address))
+      return false;
+    if (!(topics == rhs.topics))
+      return false;
+    if (!(partitions == rhs.partitions))
+      return false;
+    return true;
+  }
+  bool operator != (const TSubscriberInfo &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TSubscriberInfo & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TSubscriberInfo &a, TSubscriberInfo &b);
+
+std::ostream& operator<<(std::ostream& out, const TSubscriberInfo& obj);
 
 } // namespace
 

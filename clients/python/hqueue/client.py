@@ -427,3 +427,20 @@ class Queue:
     def truncate(self) -> None:
         """Deletes every message and keeps the partitions."""
         self.connection.truncate_queue(self.name)
+
+    def create_subscriber(self, subscription: Any, listeners: Any, **options: Any) -> Any:
+        """A push subscriber of this queue (seed 4.4's ``queue.createSubscriber``), not
+        started yet: a :class:`subscriber_runtime.Subscriber` for ``subscription`` (a
+        :class:`subscriber_runtime.Subscription`) calling ``listeners`` in order for every
+        batch. It registers through this connection's gateway, or in ZooKeeper with
+        ``zookeeper="host:port/chroot"``; other ``options`` as ``Subscriber`` takes them. It
+        runs on gevent: monkey-patch first (see :mod:`subscriber_runtime`)."""
+        from subscriber_runtime import Subscriber  # the runtime (gevent) only when wanted
+
+        return Subscriber(
+            f"{self.connection.host}:{self.connection.port}",
+            self.name.decode(),
+            subscription,
+            list(listeners),
+            **options,
+        )

@@ -1118,4 +1118,394 @@ class HQueueServiceClient implements \HQueue\HQueueServiceIf
         }
         throw new \Exception("listQueues failed: unknown result");
     }
+
+    public function subscribe($queueName, \HQueue\TSubscription $subscription, $address, $leaseSeconds)
+    {
+        $this->send_subscribe($queueName, $subscription, $address, $leaseSeconds);
+        return $this->recv_subscribe();
+    }
+
+    public function send_subscribe($queueName, \HQueue\TSubscription $subscription, $address, $leaseSeconds)
+    {
+        $args = new \HQueue\HQueueService_subscribe_args();
+        $args->queueName = $queueName;
+        $args->subscription = $subscription;
+        $args->address = $address;
+        $args->leaseSeconds = $leaseSeconds;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'subscribe',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('subscribe', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_subscribe()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_subscribe_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_subscribe_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("subscribe failed: unknown result");
+    }
+
+    public function renewSubscription($queueName, $subscriberName, $leaseID)
+    {
+        $this->send_renewSubscription($queueName, $subscriberName, $leaseID);
+        return $this->recv_renewSubscription();
+    }
+
+    public function send_renewSubscription($queueName, $subscriberName, $leaseID)
+    {
+        $args = new \HQueue\HQueueService_renewSubscription_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->leaseID = $leaseID;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'renewSubscription',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('renewSubscription', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_renewSubscription()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_renewSubscription_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_renewSubscription_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("renewSubscription failed: unknown result");
+    }
+
+    public function unsubscribe($queueName, $subscriberName, $leaseID)
+    {
+        $this->send_unsubscribe($queueName, $subscriberName, $leaseID);
+        $this->recv_unsubscribe();
+    }
+
+    public function send_unsubscribe($queueName, $subscriberName, $leaseID)
+    {
+        $args = new \HQueue\HQueueService_unsubscribe_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->leaseID = $leaseID;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'unsubscribe',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('unsubscribe', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_unsubscribe()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_unsubscribe_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_unsubscribe_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function addSubscriber($queueName, \HQueue\TSubscription $subscription)
+    {
+        $this->send_addSubscriber($queueName, $subscription);
+        $this->recv_addSubscriber();
+    }
+
+    public function send_addSubscriber($queueName, \HQueue\TSubscription $subscription)
+    {
+        $args = new \HQueue\HQueueService_addSubscriber_args();
+        $args->queueName = $queueName;
+        $args->subscription = $subscription;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'addSubscriber',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('addSubscriber', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_addSubscriber()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_addSubscriber_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_addSubscriber_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function deleteSubscriber($queueName, $subscriberName)
+    {
+        $this->send_deleteSubscriber($queueName, $subscriberName);
+        $this->recv_deleteSubscriber();
+    }
+
+    public function send_deleteSubscriber($queueName, $subscriberName)
+    {
+        $args = new \HQueue\HQueueService_deleteSubscriber_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'deleteSubscriber',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('deleteSubscriber', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_deleteSubscriber()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_deleteSubscriber_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_deleteSubscriber_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function listSubscribers($queueName)
+    {
+        $this->send_listSubscribers($queueName);
+        return $this->recv_listSubscribers();
+    }
+
+    public function send_listSubscribers($queueName)
+    {
+        $args = new \HQueue\HQueueService_listSubscribers_args();
+        $args->queueName = $queueName;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'listSubscribers',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('listSubscribers', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_listSubscribers()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_listSubscribers_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_listSubscribers_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("listSubscribers failed: unknown result");
+    }
 }

@@ -162,4 +162,66 @@ interface HQueueServiceIf
      * @throws \HQueue\IllegalArgument
      */
     public function listQueues();
+    /**
+     * Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+     * returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+     * subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+     * 
+     * @param string $queueName
+     * @param \HQueue\TSubscription $subscription
+     * @param string $address
+     * @param int $leaseSeconds
+     * @return int
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function subscribe($queueName, \HQueue\TSubscription $subscription, $address, $leaseSeconds);
+    /**
+     * Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param int $leaseID
+     * @return bool
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function renewSubscription($queueName, $subscriberName, $leaseID);
+    /**
+     * Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param int $leaseID
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function unsubscribe($queueName, $subscriberName, $leaseID);
+    /**
+     * Creates a subscriber (no address yet) starting from now, or from the given starts.
+     * 
+     * @param string $queueName
+     * @param \HQueue\TSubscription $subscription
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function addSubscriber($queueName, \HQueue\TSubscription $subscription);
+    /**
+     * Deletes a subscriber and its checkpoints; its workers stop.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function deleteSubscriber($queueName, $subscriberName);
+    /**
+     * Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+     * 
+     * @param string $queueName
+     * @return \HQueue\TSubscriberInfo[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function listSubscribers($queueName);
 }

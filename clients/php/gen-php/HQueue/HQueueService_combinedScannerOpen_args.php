@@ -100,13 +100,13 @@ class HQueueService_combinedScannerOpen_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->partitionIDs = array();
-                        $_size44 = 0;
-                        $_etype47 = 0;
-                        $xfer += $input->readListBegin($_etype47, $_size44);
-                        for ($_i48 = 0; $_i48 < $_size44; ++$_i48) {
-                            $elem49 = null;
-                            $xfer += $input->readI16($elem49);
-                            $this->partitionIDs []= $elem49;
+                        $_size72 = 0;
+                        $_etype75 = 0;
+                        $xfer += $input->readListBegin($_etype75, $_size72);
+                        for ($_i76 = 0; $_i76 < $_size72; ++$_i76) {
+                            $elem77 = null;
+                            $xfer += $input->readI16($elem77);
+                            $this->partitionIDs []= $elem77;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -146,8 +146,8 @@ class HQueueService_combinedScannerOpen_args
             }
             $xfer += $output->writeFieldBegin('partitionIDs', TType::LST, 2);
             $output->writeListBegin(TType::I16, count($this->partitionIDs));
-            foreach ($this->partitionIDs as $iter50) {
-                $xfer += $output->writeI16($iter50);
+            foreach ($this->partitionIDs as $iter78) {
+                $xfer += $output->writeI16($iter78);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

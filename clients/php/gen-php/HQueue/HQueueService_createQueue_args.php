@@ -129,16 +129,16 @@ class HQueueService_createQueue_args
                 case 4:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size51 = 0;
-                        $_ktype52 = 0;
-                        $_vtype53 = 0;
-                        $xfer += $input->readMapBegin($_ktype52, $_vtype53, $_size51);
-                        for ($_i55 = 0; $_i55 < $_size51; ++$_i55) {
-                            $key56 = '';
-                            $val57 = '';
-                            $xfer += $input->readString($key56);
-                            $xfer += $input->readString($val57);
-                            $this->config[$key56] = $val57;
+                        $_size79 = 0;
+                        $_ktype80 = 0;
+                        $_vtype81 = 0;
+                        $xfer += $input->readMapBegin($_ktype80, $_vtype81, $_size79);
+                        for ($_i83 = 0; $_i83 < $_size79; ++$_i83) {
+                            $key84 = '';
+                            $val85 = '';
+                            $xfer += $input->readString($key84);
+                            $xfer += $input->readString($val85);
+                            $this->config[$key84] = $val85;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -180,9 +180,9 @@ class HQueueService_createQueue_args
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 4);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter58 => $viter59) {
-                $xfer += $output->writeString($kiter58);
-                $xfer += $output->writeString($viter59);
+            foreach ($this->config as $kiter86 => $viter87) {
+                $xfer += $output->writeString($kiter86);
+                $xfer += $output->writeString($viter87);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

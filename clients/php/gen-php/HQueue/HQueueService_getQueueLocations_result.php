@@ -94,13 +94,13 @@ class HQueueService_getQueueLocations_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size37 = 0;
-                        $_etype40 = 0;
-                        $xfer += $input->readListBegin($_etype40, $_size37);
-                        for ($_i41 = 0; $_i41 < $_size37; ++$_i41) {
-                            $elem42 = null;
-                            $xfer += $input->readString($elem42);
-                            $this->success []= $elem42;
+                        $_size65 = 0;
+                        $_etype68 = 0;
+                        $xfer += $input->readListBegin($_etype68, $_size65);
+                        for ($_i69 = 0; $_i69 < $_size65; ++$_i69) {
+                            $elem70 = null;
+                            $xfer += $input->readString($elem70);
+                            $this->success []= $elem70;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -143,8 +143,8 @@ class HQueueService_getQueueLocations_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRING, count($this->success));
-            foreach ($this->success as $iter43) {
-                $xfer += $output->writeString($iter43);
+            foreach ($this->success as $iter71) {
+                $xfer += $output->writeString($iter71);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

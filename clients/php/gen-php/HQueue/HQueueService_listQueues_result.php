@@ -95,14 +95,14 @@ class HQueueService_listQueues_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size60 = 0;
-                        $_etype63 = 0;
-                        $xfer += $input->readListBegin($_etype63, $_size60);
-                        for ($_i64 = 0; $_i64 < $_size60; ++$_i64) {
-                            $elem65 = null;
-                            $elem65 = new \HQueue\TQueueInfo();
-                            $xfer += $elem65->read($input);
-                            $this->success []= $elem65;
+                        $_size88 = 0;
+                        $_etype91 = 0;
+                        $xfer += $input->readListBegin($_etype91, $_size88);
+                        for ($_i92 = 0; $_i92 < $_size88; ++$_i92) {
+                            $elem93 = null;
+                            $elem93 = new \HQueue\TQueueInfo();
+                            $xfer += $elem93->read($input);
+                            $this->success []= $elem93;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listQueues_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter66) {
-                $xfer += $iter66->write($output);
+            foreach ($this->success as $iter94) {
+                $xfer += $iter94->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_messageScannerGetList_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size16 = 0;
-                        $_etype19 = 0;
-                        $xfer += $input->readListBegin($_etype19, $_size16);
-                        for ($_i20 = 0; $_i20 < $_size16; ++$_i20) {
-                            $elem21 = null;
-                            $elem21 = new \HQueue\TMessage();
-                            $xfer += $elem21->read($input);
-                            $this->success []= $elem21;
+                        $_size44 = 0;
+                        $_etype47 = 0;
+                        $xfer += $input->readListBegin($_etype47, $_size44);
+                        for ($_i48 = 0; $_i48 < $_size44; ++$_i48) {
+                            $elem49 = null;
+                            $elem49 = new \HQueue\TMessage();
+                            $xfer += $elem49->read($input);
+                            $this->success []= $elem49;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_messageScannerGetList_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter22) {
-                $xfer += $iter22->write($output);
+            foreach ($this->success as $iter50) {
+                $xfer += $iter50->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

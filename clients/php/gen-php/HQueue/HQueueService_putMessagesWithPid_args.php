@@ -107,14 +107,14 @@ class HQueueService_putMessagesWithPid_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size30 = 0;
-                        $_etype33 = 0;
-                        $xfer += $input->readListBegin($_etype33, $_size30);
-                        for ($_i34 = 0; $_i34 < $_size30; ++$_i34) {
-                            $elem35 = null;
-                            $elem35 = new \HQueue\TMessage();
-                            $xfer += $elem35->read($input);
-                            $this->tMessages []= $elem35;
+                        $_size58 = 0;
+                        $_etype61 = 0;
+                        $xfer += $input->readListBegin($_etype61, $_size58);
+                        for ($_i62 = 0; $_i62 < $_size58; ++$_i62) {
+                            $elem63 = null;
+                            $elem63 = new \HQueue\TMessage();
+                            $xfer += $elem63->read($input);
+                            $this->tMessages []= $elem63;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_putMessagesWithPid_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter36) {
-                $xfer += $iter36->write($output);
+            foreach ($this->tMessages as $iter64) {
+                $xfer += $iter64->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -88,14 +88,14 @@ class HQueueService_putMessages_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size23 = 0;
-                        $_etype26 = 0;
-                        $xfer += $input->readListBegin($_etype26, $_size23);
-                        for ($_i27 = 0; $_i27 < $_size23; ++$_i27) {
-                            $elem28 = null;
-                            $elem28 = new \HQueue\TMessage();
-                            $xfer += $elem28->read($input);
-                            $this->tMessages []= $elem28;
+                        $_size51 = 0;
+                        $_etype54 = 0;
+                        $xfer += $input->readListBegin($_etype54, $_size51);
+                        for ($_i55 = 0; $_i55 < $_size51; ++$_i55) {
+                            $elem56 = null;
+                            $elem56 = new \HQueue\TMessage();
+                            $xfer += $elem56->read($input);
+                            $this->tMessages []= $elem56;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -127,8 +127,8 @@ class HQueueService_putMessages_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 2);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter29) {
-                $xfer += $iter29->write($output);
+            foreach ($this->tMessages as $iter57) {
+                $xfer += $iter57->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -138,6 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     add("locations", "the gateway serving each partition").add_argument("queue")
+    p = add("add_subscriber", "add a subscriber of every partition, from new messages on")
+    p.add_argument("queue")
+    p.add_argument("subscriber")
+    p = add("delete_subscriber", "delete a subscriber and its checkpoints (seed order)")
+    p.add_argument("subscriber")
+    p.add_argument("queue")
+    add(
+        "subscribers", "a queue's subscribers with checkpoints and lag (messages, seconds)"
+    ).add_argument("queue")
     add("shell", "start the interactive HQueue Shell (reads stdin when it is not a terminal)")
     return parser
 
@@ -203,6 +212,14 @@ def run_command(client: Client, args: argparse.Namespace) -> None:
             _print(commands.format_messages(messages, args.max_value))
     elif name == "locations":
         _print(commands.format_locations(commands.queue_locations(client, args.queue)))
+    elif name == "add_subscriber":
+        _print(commands.add_subscriber(client, args.queue, args.subscriber))
+    elif name == "delete_subscriber":
+        _print(commands.delete_subscriber(client, args.subscriber, args.queue))
+    elif name == "subscribers":
+        _print(
+            commands.format_subscribers(args.queue, commands.list_subscribers(client, args.queue))
+        )
     else:  # pragma: no cover - argparse only lets known commands through
         raise AssertionError(name)
 

@@ -267,6 +267,73 @@ def read_after(
     return messages[:limit]
 
 
+# -- subscribers (seed 4.1 (3), (4)) ----------------------------------------------------------
+
+
+def add_subscriber(client: Client, queue: str, subscriber: str) -> str:
+    """Create a subscriber of every partition, starting with messages written from now on;
+    a subscriber process with that name receives them once it runs."""
+    t = hqueue_thrift()
+    _check_subscriber(subscriber)
+    client.addSubscriber(_name(queue), t.TSubscription(name=to_bytes(subscriber)))
+    return f"added subscriber '{subscriber}' to queue '{queue}'"
+
+
+def delete_subscriber(client: Client, subscriber: str, queue: str) -> str:
+    """Delete a subscriber and its checkpoints. Arguments in the seed's USAGE order
+    (subscriber, queue); its example gives them the other way round, which is accepted too
+    when only that reading names an existing queue."""
+    _check_subscriber(subscriber)
+    names = {info.name for info in client.listQueues()}
+    if _name(queue) not in names and _name(subscriber) in names:
+        subscriber, queue = queue, subscriber
+    client.deleteSubscriber(_name(queue), to_bytes(subscriber))
+    return f"deleted subscriber '{subscriber}' of queue '{queue}'"
+
+
+def list_subscribers(client: Client, queue: str) -> list[Any]:
+    """Every TSubscriberInfo of a queue, sorted by name."""
+    return sorted(client.listSubscribers(_name(queue)), key=lambda info: info.name or b"")
+
+
+def _check_subscriber(name: str) -> None:
+    if not name:
+        raise ToolkitError("'subscriber_name' must not be empty")
+
+
+def format_id(mid: Any) -> str:
+    return "-" if mid is None else f"{mid.timestamp}.{mid.sequenceID}"
+
+
+def format_subscribers(queue: str, infos: list[Any]) -> str:
+    """Per subscriber its state and topics, then per partition the checkpoint, the newest
+    MessageID and the lag in messages and seconds."""
+    if not infos:
+        return f"queue '{queue}' has no subscribers"
+    header = ("PARTITION", "CHECKPOINT", "NEWEST", "LAG_MESSAGES", "LAG_SECONDS")
+    lines = []
+    for info in infos:
+        state = f"live at {_text(info.address)}" if info.address else "paused (not connected)"
+        topics = ", ".join(render_bytes(t, TOPIC_LIMIT) for t in info.topics or []) or "all"
+        lines.append(f"subscriber '{render_bytes(info.name, 0)}': {state}; topics: {topics}")
+        rows = [
+            (
+                str(p.partitionID),
+                format_id(p.checkpoint),
+                format_id(p.newest),
+                f"{p.lagMessages}{'+' if p.lagMessagesCapped else ''}",
+                f"{p.lagSeconds:.1f}",
+            )
+            for p in info.partitions or []
+        ]
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            cells = zip(row, widths, strict=True)
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in cells).rstrip())
+    lines.append(f"{len(infos)} subscriber(s)")
+    return "\n".join(lines)
+
+
 # -- formatting --------------------------------------------------------------------------------
 
 

@@ -109,12 +109,24 @@ SPECS: dict[str, Spec] = {
         "the gateway serving each partition",
         lambda c, a: commands.format_locations(commands.queue_locations(c, *a)),
     ),
+    "add_subscriber": Spec(
+        (_Q, Param("subscriber_name", "string")),
+        "add a subscriber of every partition, from new messages on",
+        lambda c, a: commands.add_subscriber(c, *a),
+    ),
+    "delete_subscriber": Spec(
+        (Param("subscriber_name", "string"), _Q),
+        "delete a subscriber and its checkpoints",
+        lambda c, a: commands.delete_subscriber(c, *a),
+    ),
+    "subscribers": Spec(
+        (_Q,),
+        "a queue's subscribers: per partition checkpoint, newest id, lag (messages, seconds)",
+        lambda c, a: commands.format_subscribers(a[0], commands.list_subscribers(c, *a)),
+    ),
 }
 ALIASES = {"truncate": "truncate_queue"}
-UNSUPPORTED = {
-    "add_subscriber": "subscriber management is not available in this toolkit yet",
-    "delete_subscriber": "subscriber management is not available in this toolkit yet",
-}
+UNSUPPORTED: dict[str, str] = {}
 
 
 def bind(command: Command, name: str, spec: Spec) -> list[Any]:

@@ -185,6 +185,77 @@ class Iface(object):
     def listQueues(self):
         pass
 
+    def subscribe(self, queueName, subscription, address, leaseSeconds):
+        """
+        Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+        returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+        subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+
+        Parameters:
+         - queueName
+         - subscription
+         - address
+         - leaseSeconds
+
+        """
+        pass
+
+    def renewSubscription(self, queueName, subscriberName, leaseID):
+        """
+        Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - leaseID
+
+        """
+        pass
+
+    def unsubscribe(self, queueName, subscriberName, leaseID):
+        """
+        Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - leaseID
+
+        """
+        pass
+
+    def addSubscriber(self, queueName, subscription):
+        """
+        Creates a subscriber (no address yet) starting from now, or from the given starts.
+
+        Parameters:
+         - queueName
+         - subscription
+
+        """
+        pass
+
+    def deleteSubscriber(self, queueName, subscriberName):
+        """
+        Deletes a subscriber and its checkpoints; its workers stop.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        pass
+
+    def listSubscribers(self, queueName):
+        """
+        Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+
+        Parameters:
+         - queueName
+
+        """
+        pass
+
 
 class Client(Iface):
     def __init__(self, iprot, oprot=None):
@@ -829,6 +900,248 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "listQueues failed: unknown result")
 
+    def subscribe(self, queueName, subscription, address, leaseSeconds):
+        """
+        Registers a live subscriber serving HQueueSubscriberService at address (host:port) and
+        returns a lease id. The lease lasts leaseSeconds unless renewed; when it ends the
+        subscriber's workers pause. Re-subscribing under the same name replaces the lease.
+
+        Parameters:
+         - queueName
+         - subscription
+         - address
+         - leaseSeconds
+
+        """
+        self.send_subscribe(queueName, subscription, address, leaseSeconds)
+        return self.recv_subscribe()
+
+    def send_subscribe(self, queueName, subscription, address, leaseSeconds):
+        self._oprot.writeMessageBegin('subscribe', TMessageType.CALL, self._seqid)
+        args = subscribe_args()
+        args.queueName = queueName
+        args.subscription = subscription
+        args.address = address
+        args.leaseSeconds = leaseSeconds
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_subscribe(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = subscribe_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "subscribe failed: unknown result")
+
+    def renewSubscription(self, queueName, subscriberName, leaseID):
+        """
+        Extends a lease; false when it is gone (expired, replaced, gateway restarted): subscribe again.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - leaseID
+
+        """
+        self.send_renewSubscription(queueName, subscriberName, leaseID)
+        return self.recv_renewSubscription()
+
+    def send_renewSubscription(self, queueName, subscriberName, leaseID):
+        self._oprot.writeMessageBegin('renewSubscription', TMessageType.CALL, self._seqid)
+        args = renewSubscription_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.leaseID = leaseID
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_renewSubscription(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = renewSubscription_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "renewSubscription failed: unknown result")
+
+    def unsubscribe(self, queueName, subscriberName, leaseID):
+        """
+        Ends a lease at once (a clean stop); the subscriber and its checkpoints stay.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - leaseID
+
+        """
+        self.send_unsubscribe(queueName, subscriberName, leaseID)
+        self.recv_unsubscribe()
+
+    def send_unsubscribe(self, queueName, subscriberName, leaseID):
+        self._oprot.writeMessageBegin('unsubscribe', TMessageType.CALL, self._seqid)
+        args = unsubscribe_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.leaseID = leaseID
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_unsubscribe(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = unsubscribe_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def addSubscriber(self, queueName, subscription):
+        """
+        Creates a subscriber (no address yet) starting from now, or from the given starts.
+
+        Parameters:
+         - queueName
+         - subscription
+
+        """
+        self.send_addSubscriber(queueName, subscription)
+        self.recv_addSubscriber()
+
+    def send_addSubscriber(self, queueName, subscription):
+        self._oprot.writeMessageBegin('addSubscriber', TMessageType.CALL, self._seqid)
+        args = addSubscriber_args()
+        args.queueName = queueName
+        args.subscription = subscription
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_addSubscriber(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = addSubscriber_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def deleteSubscriber(self, queueName, subscriberName):
+        """
+        Deletes a subscriber and its checkpoints; its workers stop.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        self.send_deleteSubscriber(queueName, subscriberName)
+        self.recv_deleteSubscriber()
+
+    def send_deleteSubscriber(self, queueName, subscriberName):
+        self._oprot.writeMessageBegin('deleteSubscriber', TMessageType.CALL, self._seqid)
+        args = deleteSubscriber_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_deleteSubscriber(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = deleteSubscriber_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def listSubscribers(self, queueName):
+        """
+        Every subscriber of a queue with its per-partition checkpoint, newest id and lag.
+
+        Parameters:
+         - queueName
+
+        """
+        self.send_listSubscribers(queueName)
+        return self.recv_listSubscribers()
+
+    def send_listSubscribers(self, queueName):
+        self._oprot.writeMessageBegin('listSubscribers', TMessageType.CALL, self._seqid)
+        args = listSubscribers_args()
+        args.queueName = queueName
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_listSubscribers(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = listSubscribers_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "listSubscribers failed: unknown result")
+
 
 class Processor(Iface, TProcessor):
     def __init__(self, handler):
@@ -851,6 +1164,12 @@ class Processor(Iface, TProcessor):
         self._processMap["disableQueue"] = Processor.process_disableQueue
         self._processMap["enableQueue"] = Processor.process_enableQueue
         self._processMap["listQueues"] = Processor.process_listQueues
+        self._processMap["subscribe"] = Processor.process_subscribe
+        self._processMap["renewSubscription"] = Processor.process_renewSubscription
+        self._processMap["unsubscribe"] = Processor.process_unsubscribe
+        self._processMap["addSubscriber"] = Processor.process_addSubscriber
+        self._processMap["deleteSubscriber"] = Processor.process_deleteSubscriber
+        self._processMap["listSubscribers"] = Processor.process_listSubscribers
         self._on_message_begin = None
 
     def on_message_begin(self, func):
@@ -1366,6 +1685,180 @@ class Processor(Iface, TProcessor):
         oprot.writeMessageEnd()
         oprot.trans.flush()
 
+    def process_subscribe(self, seqid, iprot, oprot):
+        args = subscribe_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = subscribe_result()
+        try:
+            result.success = self._handler.subscribe(args.queueName, args.subscription, args.address, args.leaseSeconds)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("subscribe", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_renewSubscription(self, seqid, iprot, oprot):
+        args = renewSubscription_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = renewSubscription_result()
+        try:
+            result.success = self._handler.renewSubscription(args.queueName, args.subscriberName, args.leaseID)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("renewSubscription", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_unsubscribe(self, seqid, iprot, oprot):
+        args = unsubscribe_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = unsubscribe_result()
+        try:
+            self._handler.unsubscribe(args.queueName, args.subscriberName, args.leaseID)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("unsubscribe", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_addSubscriber(self, seqid, iprot, oprot):
+        args = addSubscriber_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = addSubscriber_result()
+        try:
+            self._handler.addSubscriber(args.queueName, args.subscription)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("addSubscriber", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_deleteSubscriber(self, seqid, iprot, oprot):
+        args = deleteSubscriber_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = deleteSubscriber_result()
+        try:
+            self._handler.deleteSubscriber(args.queueName, args.subscriberName)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("deleteSubscriber", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_listSubscribers(self, seqid, iprot, oprot):
+        args = listSubscribers_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = listSubscribers_result()
+        try:
+            result.success = self._handler.listSubscribers(args.queueName)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("listSubscribers", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
 # HELPER FUNCTIONS AND STRUCTURES
 
 
@@ -1790,11 +2283,11 @@ class messageScannerGetList_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype19, _size16) = iprot.readListBegin()
-                    for _i20 in range(_size16):
-                        _elem21 = TMessage()
-                        _elem21.read(iprot)
-                        self.success.append(_elem21)
+                    (_etype47, _size44) = iprot.readListBegin()
+                    for _i48 in range(_size44):
+                        _elem49 = TMessage()
+                        _elem49.read(iprot)
+                        self.success.append(_elem49)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -1821,8 +2314,8 @@ class messageScannerGetList_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter22 in self.success:
-                iter22.write(oprot)
+            for iter50 in self.success:
+                iter50.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -2172,11 +2665,11 @@ class putMessages_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype26, _size23) = iprot.readListBegin()
-                    for _i27 in range(_size23):
-                        _elem28 = TMessage()
-                        _elem28.read(iprot)
-                        self.tMessages.append(_elem28)
+                    (_etype54, _size51) = iprot.readListBegin()
+                    for _i55 in range(_size51):
+                        _elem56 = TMessage()
+                        _elem56.read(iprot)
+                        self.tMessages.append(_elem56)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2197,8 +2690,8 @@ class putMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 2)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter29 in self.tMessages:
-                iter29.write(oprot)
+            for iter57 in self.tMessages:
+                iter57.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -2497,11 +2990,11 @@ class putMessagesWithPid_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype33, _size30) = iprot.readListBegin()
-                    for _i34 in range(_size30):
-                        _elem35 = TMessage()
-                        _elem35.read(iprot)
-                        self.tMessages.append(_elem35)
+                    (_etype61, _size58) = iprot.readListBegin()
+                    for _i62 in range(_size58):
+                        _elem63 = TMessage()
+                        _elem63.read(iprot)
+                        self.tMessages.append(_elem63)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2526,8 +3019,8 @@ class putMessagesWithPid_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter36 in self.tMessages:
-                iter36.write(oprot)
+            for iter64 in self.tMessages:
+                iter64.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -2718,10 +3211,10 @@ class getQueueLocations_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype40, _size37) = iprot.readListBegin()
-                    for _i41 in range(_size37):
-                        _elem42 = iprot.readBinary()
-                        self.success.append(_elem42)
+                    (_etype68, _size65) = iprot.readListBegin()
+                    for _i69 in range(_size65):
+                        _elem70 = iprot.readBinary()
+                        self.success.append(_elem70)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2748,8 +3241,8 @@ class getQueueLocations_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter43 in self.success:
-                oprot.writeBinary(iter43)
+            for iter71 in self.success:
+                oprot.writeBinary(iter71)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -2976,10 +3469,10 @@ class combinedScannerOpen_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.partitionIDs = []
-                    (_etype47, _size44) = iprot.readListBegin()
-                    for _i48 in range(_size44):
-                        _elem49 = iprot.readI16()
-                        self.partitionIDs.append(_elem49)
+                    (_etype75, _size72) = iprot.readListBegin()
+                    for _i76 in range(_size72):
+                        _elem77 = iprot.readI16()
+                        self.partitionIDs.append(_elem77)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3006,8 +3499,8 @@ class combinedScannerOpen_args(object):
         if self.partitionIDs is not None:
             oprot.writeFieldBegin('partitionIDs', TType.LIST, 2)
             oprot.writeListBegin(TType.I16, len(self.partitionIDs))
-            for iter50 in self.partitionIDs:
-                oprot.writeI16(iter50)
+            for iter78 in self.partitionIDs:
+                oprot.writeI16(iter78)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.messageScan is not None:
@@ -3168,11 +3661,11 @@ class createQueue_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype52, _vtype53, _size51) = iprot.readMapBegin()
-                    for _i55 in range(_size51):
-                        _key56 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val57 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key56] = _val57
+                    (_ktype80, _vtype81, _size79) = iprot.readMapBegin()
+                    for _i83 in range(_size79):
+                        _key84 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val85 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key84] = _val85
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -3201,9 +3694,9 @@ class createQueue_args(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter58, viter59 in self.config.items():
-                oprot.writeString(kiter58.encode('utf-8') if sys.version_info[0] == 2 else kiter58)
-                oprot.writeString(viter59.encode('utf-8') if sys.version_info[0] == 2 else viter59)
+            for kiter86, viter87 in self.config.items():
+                oprot.writeString(kiter86.encode('utf-8') if sys.version_info[0] == 2 else kiter86)
+                oprot.writeString(viter87.encode('utf-8') if sys.version_info[0] == 2 else viter87)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3920,11 +4413,11 @@ class listQueues_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype63, _size60) = iprot.readListBegin()
-                    for _i64 in range(_size60):
-                        _elem65 = TQueueInfo()
-                        _elem65.read(iprot)
-                        self.success.append(_elem65)
+                    (_etype91, _size88) = iprot.readListBegin()
+                    for _i92 in range(_size88):
+                        _elem93 = TQueueInfo()
+                        _elem93.read(iprot)
+                        self.success.append(_elem93)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3951,8 +4444,8 @@ class listQueues_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter66 in self.success:
-                iter66.write(oprot)
+            for iter94 in self.success:
+                iter94.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3982,6 +4475,974 @@ class listQueues_result(object):
 all_structs.append(listQueues_result)
 listQueues_result.thrift_spec = (
     (0, TType.LIST, 'success', (TType.STRUCT, [TQueueInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class subscribe_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscription
+     - address
+     - leaseSeconds
+
+    """
+
+
+    def __init__(self, queueName=None, subscription=None, address=None, leaseSeconds=None,):
+        self.queueName = queueName
+        self.subscription = subscription
+        self.address = address
+        self.leaseSeconds = leaseSeconds
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.subscription = TSubscription()
+                    self.subscription.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.address = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I32:
+                    self.leaseSeconds = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('subscribe_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscription is not None:
+            oprot.writeFieldBegin('subscription', TType.STRUCT, 2)
+            self.subscription.write(oprot)
+            oprot.writeFieldEnd()
+        if self.address is not None:
+            oprot.writeFieldBegin('address', TType.STRING, 3)
+            oprot.writeBinary(self.address)
+            oprot.writeFieldEnd()
+        if self.leaseSeconds is not None:
+            oprot.writeFieldBegin('leaseSeconds', TType.I32, 4)
+            oprot.writeI32(self.leaseSeconds)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(subscribe_args)
+subscribe_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRUCT, 'subscription', [TSubscription, None], None, ),  # 2
+    (3, TType.STRING, 'address', 'BINARY', None, ),  # 3
+    (4, TType.I32, 'leaseSeconds', None, None, ),  # 4
+)
+
+
+class subscribe_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.I64:
+                    self.success = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('subscribe_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.I64, 0)
+            oprot.writeI64(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(subscribe_result)
+subscribe_result.thrift_spec = (
+    (0, TType.I64, 'success', None, None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class renewSubscription_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - leaseID
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, leaseID=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.leaseID = leaseID
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I64:
+                    self.leaseID = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('renewSubscription_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.leaseID is not None:
+            oprot.writeFieldBegin('leaseID', TType.I64, 3)
+            oprot.writeI64(self.leaseID)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(renewSubscription_args)
+renewSubscription_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.I64, 'leaseID', None, None, ),  # 3
+)
+
+
+class renewSubscription_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.BOOL:
+                    self.success = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('renewSubscription_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.BOOL, 0)
+            oprot.writeBool(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(renewSubscription_result)
+renewSubscription_result.thrift_spec = (
+    (0, TType.BOOL, 'success', None, None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class unsubscribe_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - leaseID
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, leaseID=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.leaseID = leaseID
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I64:
+                    self.leaseID = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('unsubscribe_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.leaseID is not None:
+            oprot.writeFieldBegin('leaseID', TType.I64, 3)
+            oprot.writeI64(self.leaseID)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(unsubscribe_args)
+unsubscribe_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.I64, 'leaseID', None, None, ),  # 3
+)
+
+
+class unsubscribe_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('unsubscribe_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(unsubscribe_result)
+unsubscribe_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class addSubscriber_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscription
+
+    """
+
+
+    def __init__(self, queueName=None, subscription=None,):
+        self.queueName = queueName
+        self.subscription = subscription
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.subscription = TSubscription()
+                    self.subscription.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('addSubscriber_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscription is not None:
+            oprot.writeFieldBegin('subscription', TType.STRUCT, 2)
+            self.subscription.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(addSubscriber_args)
+addSubscriber_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRUCT, 'subscription', [TSubscription, None], None, ),  # 2
+)
+
+
+class addSubscriber_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('addSubscriber_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(addSubscriber_result)
+addSubscriber_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class deleteSubscriber_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('deleteSubscriber_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(deleteSubscriber_args)
+deleteSubscriber_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+)
+
+
+class deleteSubscriber_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('deleteSubscriber_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(deleteSubscriber_result)
+deleteSubscriber_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class listSubscribers_args(object):
+    """
+    Attributes:
+     - queueName
+
+    """
+
+
+    def __init__(self, queueName=None,):
+        self.queueName = queueName
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listSubscribers_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listSubscribers_args)
+listSubscribers_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+)
+
+
+class listSubscribers_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype98, _size95) = iprot.readListBegin()
+                    for _i99 in range(_size95):
+                        _elem100 = TSubscriberInfo()
+                        _elem100.read(iprot)
+                        self.success.append(_elem100)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listSubscribers_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter101 in self.success:
+                iter101.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listSubscribers_result)
+listSubscribers_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TSubscriberInfo, None], False), None, ),  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )

@@ -553,6 +553,402 @@ class IllegalArgument(TException):
 
     def __ne__(self, other):
         return not (self == other)
+
+
+class TSubscribedPartition(object):
+    """
+    A subscribed partition; startMessageID (inclusive) overrides the stored checkpoint.
+
+    Attributes:
+     - partitionID
+     - startMessageID
+
+    """
+
+
+    def __init__(self, partitionID=None, startMessageID=None,):
+        self.partitionID = partitionID
+        self.startMessageID = startMessageID
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.startMessageID = TMessageID()
+                    self.startMessageID.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TSubscribedPartition')
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 1)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.startMessageID is not None:
+            oprot.writeFieldBegin('startMessageID', TType.STRUCT, 2)
+            self.startMessageID.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
+class TSubscription(object):
+    """
+    What a subscriber wants: no topics = every topic, no partitions = every partition. A partition
+    without a start resumes after its stored checkpoint, or takes only messages written from now
+    on when the subscriber has none yet.
+
+    Attributes:
+     - name
+     - topics
+     - partitions
+
+    """
+
+
+    def __init__(self, name=None, topics=None, partitions=None,):
+        self.name = name
+        self.topics = topics
+        self.partitions = partitions
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.name = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.LIST:
+                    self.topics = []
+                    (_etype19, _size16) = iprot.readListBegin()
+                    for _i20 in range(_size16):
+                        _elem21 = iprot.readBinary()
+                        self.topics.append(_elem21)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.partitions = []
+                    (_etype25, _size22) = iprot.readListBegin()
+                    for _i26 in range(_size22):
+                        _elem27 = TSubscribedPartition()
+                        _elem27.read(iprot)
+                        self.partitions.append(_elem27)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TSubscription')
+        if self.name is not None:
+            oprot.writeFieldBegin('name', TType.STRING, 1)
+            oprot.writeBinary(self.name)
+            oprot.writeFieldEnd()
+        if self.topics is not None:
+            oprot.writeFieldBegin('topics', TType.LIST, 2)
+            oprot.writeListBegin(TType.STRING, len(self.topics))
+            for iter28 in self.topics:
+                oprot.writeBinary(iter28)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.partitions is not None:
+            oprot.writeFieldBegin('partitions', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.partitions))
+            for iter29 in self.partitions:
+                iter29.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
+class TPartitionProgress(object):
+    """
+    One partition of a subscriber as the toolkit shows it. lagSeconds is in seconds.
+
+    Attributes:
+     - partitionID
+     - checkpoint
+     - newest
+     - lagMessages
+     - lagMessagesCapped
+     - lagSeconds
+
+    """
+
+
+    def __init__(self, partitionID=None, checkpoint=None, newest=None, lagMessages=None, lagMessagesCapped=None, lagSeconds=None,):
+        self.partitionID = partitionID
+        self.checkpoint = checkpoint
+        self.newest = newest
+        self.lagMessages = lagMessages
+        self.lagMessagesCapped = lagMessagesCapped
+        self.lagSeconds = lagSeconds
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.checkpoint = TMessageID()
+                    self.checkpoint.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRUCT:
+                    self.newest = TMessageID()
+                    self.newest.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I64:
+                    self.lagMessages = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.BOOL:
+                    self.lagMessagesCapped = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.DOUBLE:
+                    self.lagSeconds = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TPartitionProgress')
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 1)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.checkpoint is not None:
+            oprot.writeFieldBegin('checkpoint', TType.STRUCT, 2)
+            self.checkpoint.write(oprot)
+            oprot.writeFieldEnd()
+        if self.newest is not None:
+            oprot.writeFieldBegin('newest', TType.STRUCT, 3)
+            self.newest.write(oprot)
+            oprot.writeFieldEnd()
+        if self.lagMessages is not None:
+            oprot.writeFieldBegin('lagMessages', TType.I64, 4)
+            oprot.writeI64(self.lagMessages)
+            oprot.writeFieldEnd()
+        if self.lagMessagesCapped is not None:
+            oprot.writeFieldBegin('lagMessagesCapped', TType.BOOL, 5)
+            oprot.writeBool(self.lagMessagesCapped)
+            oprot.writeFieldEnd()
+        if self.lagSeconds is not None:
+            oprot.writeFieldBegin('lagSeconds', TType.DOUBLE, 6)
+            oprot.writeDouble(self.lagSeconds)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
+class TSubscriberInfo(object):
+    """
+    A subscriber: address is unset while it is not connected (its workers are paused).
+
+    Attributes:
+     - name
+     - address
+     - topics
+     - partitions
+
+    """
+
+
+    def __init__(self, name=None, address=None, topics=None, partitions=None,):
+        self.name = name
+        self.address = address
+        self.topics = topics
+        self.partitions = partitions
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.name = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.address = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.topics = []
+                    (_etype33, _size30) = iprot.readListBegin()
+                    for _i34 in range(_size30):
+                        _elem35 = iprot.readBinary()
+                        self.topics.append(_elem35)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.partitions = []
+                    (_etype39, _size36) = iprot.readListBegin()
+                    for _i40 in range(_size36):
+                        _elem41 = TPartitionProgress()
+                        _elem41.read(iprot)
+                        self.partitions.append(_elem41)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TSubscriberInfo')
+        if self.name is not None:
+            oprot.writeFieldBegin('name', TType.STRING, 1)
+            oprot.writeBinary(self.name)
+            oprot.writeFieldEnd()
+        if self.address is not None:
+            oprot.writeFieldBegin('address', TType.STRING, 2)
+            oprot.writeBinary(self.address)
+            oprot.writeFieldEnd()
+        if self.topics is not None:
+            oprot.writeFieldBegin('topics', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRING, len(self.topics))
+            for iter42 in self.topics:
+                oprot.writeBinary(iter42)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.partitions is not None:
+            oprot.writeFieldBegin('partitions', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRUCT, len(self.partitions))
+            for iter43 in self.partitions:
+                iter43.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
 all_structs.append(TMessageID)
 TMessageID.thrift_spec = (
     None,  # 0
@@ -594,6 +990,37 @@ all_structs.append(IllegalArgument)
 IllegalArgument.thrift_spec = (
     None,  # 0
     (1, TType.STRING, 'message', 'UTF8', None, ),  # 1
+)
+all_structs.append(TSubscribedPartition)
+TSubscribedPartition.thrift_spec = (
+    None,  # 0
+    (1, TType.I16, 'partitionID', None, None, ),  # 1
+    (2, TType.STRUCT, 'startMessageID', [TMessageID, None], None, ),  # 2
+)
+all_structs.append(TSubscription)
+TSubscription.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'name', 'BINARY', None, ),  # 1
+    (2, TType.LIST, 'topics', (TType.STRING, 'BINARY', False), None, ),  # 2
+    (3, TType.LIST, 'partitions', (TType.STRUCT, [TSubscribedPartition, None], False), None, ),  # 3
+)
+all_structs.append(TPartitionProgress)
+TPartitionProgress.thrift_spec = (
+    None,  # 0
+    (1, TType.I16, 'partitionID', None, None, ),  # 1
+    (2, TType.STRUCT, 'checkpoint', [TMessageID, None], None, ),  # 2
+    (3, TType.STRUCT, 'newest', [TMessageID, None], None, ),  # 3
+    (4, TType.I64, 'lagMessages', None, None, ),  # 4
+    (5, TType.BOOL, 'lagMessagesCapped', None, None, ),  # 5
+    (6, TType.DOUBLE, 'lagSeconds', None, None, ),  # 6
+)
+all_structs.append(TSubscriberInfo)
+TSubscriberInfo.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'name', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'address', 'BINARY', None, ),  # 2
+    (3, TType.LIST, 'topics', (TType.STRING, 'BINARY', False), None, ),  # 3
+    (4, TType.LIST, 'partitions', (TType.STRUCT, [TPartitionProgress, None], False), None, ),  # 4
 )
 fix_spec(all_structs)
 del all_structs

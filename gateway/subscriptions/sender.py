@@ -1,0 +1,130 @@
+"""MessageSender (seed 3.5.3): pushes batches to a subscriber's ``consumeMessages``.
+
+One sender per (subscriber, partition), one batch in flight: the next batch leaves only after
+the subscriber answered 0 for this one. A non-zero status, a timeout or a broken connection
+resends the *same* batch after a growing back-off (never skipping, never reordering), on a new
+connection when the old one broke. Only an acknowledged batch advances ``acked``, which the
+checkpoint updater writes to the registry.
+
+Subscribers are spoken to in the binary protocol over a buffered transport (what every
+HQueueSubscriberService server must accept). The request is encoded from the rows in C by the
+encoder of scan replies: a ``consumeMessages`` call and its reply differ only in the message
+type and the list's field id (``encode_call``), so no TMessage object is built per message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from hqueue.protocol import parse_address, subscriber_thrift
+from thriftpy2.rpc import make_client
+
+from .._wirecheck import encode_messages_reply
+from ..store.base import Row
+from .scanner import Id, MessageBuffer
+
+log = logging.getLogger(__name__)
+
+_METHOD = b"consumeMessages"
+_TYPE_AT = 3  # the low byte of the strict binary header's version word: the message type
+_FIELD_ID_AT = 4 + 4 + len(_METHOD) + 4 + 1  # after the header and the field's type byte
+_CALL = 1
+
+
+def encode_call(partition: int, rows: list[Row]) -> bytes:
+    """The bytes of ``consumeMessages(messages)`` (strict binary protocol), from rows."""
+    data = bytearray(encode_messages_reply(_METHOD, 0, partition, rows))
+    data[_TYPE_AT] = _CALL  # a call, not a reply
+    data[_FIELD_ID_AT : _FIELD_ID_AT + 2] = b"\x00\x01"  # args field 1, not result field 0
+    return bytes(data)
+
+
+@dataclass(frozen=True)
+class SenderOptions:
+    batch_messages: int = 1000
+    batch_bytes: int = 4 * 1024 * 1024
+    timeout: float = 30.0  # seconds a consumeMessages call may take
+    backoff_initial: float = 0.05  # seconds
+    backoff_max: float = 5.0  # seconds
+
+
+class MessageSender:
+    def __init__(
+        self,
+        address: str,
+        queue: str,
+        name: str,
+        partition: int,
+        buffer: MessageBuffer,
+        acked: Id | None,
+        options: SenderOptions,
+    ) -> None:
+        self.host, self.port = parse_address(address, argument="address")
+        self.address = address
+        self.queue = queue
+        self.name = name
+        self.partition = partition
+        self.buffer = buffer
+        self.acked = acked  # the last MessageID the subscriber acknowledged
+        self.options = options
+        self.delivered = 0  # messages acknowledged by this sender
+        self._client: Any = None
+        self._thrift = subscriber_thrift()
+
+    def run(self) -> None:
+        try:
+            while True:
+                rows = self.buffer.take(self.options.batch_messages, self.options.batch_bytes)
+                self._deliver(rows)
+        finally:
+            self._close()
+
+    def _deliver(self, rows: list[Row]) -> None:
+        p = self.partition
+        request = encode_call(p, rows)
+        attempt = 0
+        while True:
+            status: Any = None
+            try:
+                if self._client is None:
+                    self._client = make_client(
+                        self._thrift.HQueueSubscriberService,
+                        host=self.host,
+                        port=self.port,
+                        timeout=int(self.options.timeout * 1000),
+                    )
+                trans = self._client._oprot.trans
+                trans.write(request)
+                trans.flush()
+                status = self._client._recv("consumeMessages")
+                if status == 0:
+                    break
+                problem = f"status {status}"
+            except gevent.GreenletExit:
+                raise
+            except Exception as exc:  # transport errors, timeouts, refused connections
+                self._close()
+                problem = f"{type(exc).__name__}: {exc}"
+            delay = min(self.options.backoff_max, self.options.backoff_initial * 2**attempt)
+            attempt += 1
+            log_at = logging.WARNING if attempt in (1, 10) or attempt % 100 == 0 else logging.DEBUG
+            log.log(
+                log_at,
+                "push of %d message(s) to %s/%s at %s (partition %d) failed (%s); "
+                "attempt %d, retrying in %.2f s",
+                len(rows), self.queue, self.name, self.address, p, problem, attempt, delay,
+            )  # fmt: skip
+            gevent.sleep(delay)
+        last = rows[-1]
+        self.acked = (last[0], last[1])
+        self.delivered += len(rows)
+
+    def _close(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None

@@ -1,0 +1,260 @@
+"""Push workers and their manager: one worker per (live subscriber, partition).
+
+:class:`WorkerManager` reacts to registry changes (and re-reads everything every few seconds):
+a subscriber that is live gets a :class:`SubscriberRun` (a :class:`SubscriptionWorker` per
+subscribed partition plus one :class:`~.checkpoint.CheckpointUpdater`); one that vanished has
+its run stopped after a last checkpoint write, which is how its workers pause: nothing is
+buffered for it while it is away, and it resumes from the checkpoint when it returns. A new
+incarnation (the subscriber registered again) or a record changed by someone else restarts
+the run from the registry.
+
+Puts wake the scanners of their partitions through :meth:`WorkerManager.notify_put`, which the
+service calls after the store acknowledged the put.
+
+Shutdown order of a run: stop the senders and scanners (an unacknowledged batch is sent again
+later), then write the checkpoints of what was acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+
+from ..store.base import PartitionStore
+from .checkpoint import CheckpointUpdater
+from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
+from .scanner import Id, MessageBuffer, MessageScanner
+from .sender import MessageSender, SenderOptions
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    buffer_messages: int = 10_000  # per worker
+    buffer_bytes: int = 8 * 1024 * 1024  # per worker
+    sender: SenderOptions = field(default_factory=SenderOptions)
+    checkpoint_interval: float = 1.0  # seconds
+    resync_interval: float = 5.0  # seconds between full re-reads of the registry
+
+
+class SubscriptionWorker:
+    """Scanner -> bounded buffer -> sender for one (subscriber, partition)."""
+
+    def __init__(
+        self, store: PartitionStore, sub: Subscriber, partition: int, options: PushOptions
+    ) -> None:
+        assert sub.address is not None
+        checkpoint = sub.record.checkpoints.get(partition)
+        self.partition = partition
+        self.buffer = MessageBuffer(options.buffer_messages, options.buffer_bytes)
+        self.scanner = MessageScanner(
+            store,
+            sub.queue,
+            partition,
+            checkpoint,
+            sub.topics,
+            self.buffer,
+            chunk=min(options.sender.batch_messages, options.buffer_messages),
+        )
+        self.sender = MessageSender(
+            sub.address, sub.queue, sub.name, partition, self.buffer, checkpoint, options.sender
+        )
+        self._greenlets: list[gevent.Greenlet] = []
+
+    @property
+    def wake(self) -> gevent.event.Event:
+        return self.scanner.wake
+
+    def start(self) -> None:
+        self._greenlets = [gevent.spawn(self.scanner.run), gevent.spawn(self.sender.run)]
+
+    def stop(self) -> None:
+        gevent.killall(self._greenlets)
+
+
+class SubscriberRun:
+    """The workers and checkpoint updater of one incarnation of a live subscriber."""
+
+    def __init__(
+        self,
+        store: PartitionStore,
+        registry: SubscriptionRegistry,
+        sub: Subscriber,
+        partitions: Iterable[int],
+        options: PushOptions,
+        on_conflict: Callable[[], None],
+    ) -> None:
+        self.sub = sub
+        self.workers = {p: SubscriptionWorker(store, sub, p, options) for p in partitions}
+        self.updater = CheckpointUpdater(
+            registry,
+            sub.queue,
+            sub.name,
+            sub.version,
+            self.progress,
+            on_conflict,
+            interval=options.checkpoint_interval,
+        )
+        self._updater: gevent.Greenlet | None = None
+
+    @property
+    def version(self) -> int:
+        return self.updater.version
+
+    def progress(self) -> dict[int, Id | None]:
+        return {p: w.sender.acked for p, w in self.workers.items()}
+
+    def start(self) -> None:
+        for worker in self.workers.values():
+            worker.start()
+        self._updater = gevent.spawn(self.updater.run)
+        log.info(
+            "pushing %s to subscriber %s at %s (partitions %s)",
+            self.sub.queue, self.sub.name, self.sub.address, sorted(self.workers),
+        )  # fmt: skip
+
+    def stop(self, *, flush: bool) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+        if self._updater is not None:
+            self._updater.kill()
+        if flush:
+            try:
+                self.updater.flush()
+            except CheckpointConflict:
+                pass
+            except Exception:
+                log.exception("final checkpoint of %s/%s failed", self.sub.queue, self.sub.name)
+
+
+class WorkerManager:
+    def __init__(
+        self, store: PartitionStore, registry: SubscriptionRegistry, options: PushOptions
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.options = options
+        self._runs: dict[tuple[str, str], SubscriberRun] = {}
+        # (queue, partition) -> wake-up events of the scanners reading it
+        self._wakers: dict[tuple[str, int], list[gevent.event.Event]] = {}
+        self._dirty: set[tuple[str | None, str | None]] = set()
+        self._kick = gevent.event.Event()
+        self._loop: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self.registry.start(self.changed)
+        self._loop = gevent.spawn(self._reconcile_loop)
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.kill()
+        for run in list(self._runs.values()):
+            run.stop(flush=True)
+        self._runs.clear()
+        self._wakers.clear()
+        self.registry.stop()
+
+    # -- events ---------------------------------------------------------------------------
+
+    def changed(self, queue: str | None, name: str | None) -> None:
+        """Registry callback: never blocks, the reconcile loop does the work."""
+        self._dirty.add((queue, name))
+        self._kick.set()
+
+    def notify_put(self, queue: str, partitions: Iterable[int]) -> None:
+        """Called after a put to ``queue`` was acknowledged: wake the partitions' scanners."""
+        wakers = self._wakers
+        if not wakers:
+            return
+        for p in partitions:
+            for event in wakers.get((queue, p), ()):
+                event.set()
+
+    def runs(self) -> dict[tuple[str, str], SubscriberRun]:
+        return dict(self._runs)
+
+    # -- reconciling ----------------------------------------------------------------------
+
+    def _reconcile_loop(self) -> None:
+        self._dirty.add((None, None))
+        while True:
+            if not self._kick.wait(self.options.resync_interval):
+                self._dirty.add((None, None))
+            self._kick.clear()
+            dirty, self._dirty = self._dirty, set()
+            try:
+                self._reconcile(dirty)
+            except gevent.GreenletExit:
+                raise
+            except Exception:
+                log.exception("reconciling subscriptions failed; retrying")
+                self._dirty |= dirty
+                gevent.sleep(1.0)
+                self._kick.set()
+
+    def _reconcile(self, dirty: set[tuple[str | None, str | None]]) -> None:
+        if (None, None) in dirty:
+            queues = set(self.registry.queues()) | {q for q, _ in self._runs}
+            targets: set[tuple[str | None, str | None]] = {(q, None) for q in queues}
+        else:
+            targets = set(dirty)
+        for queue, name in sorted(targets, key=lambda t: (t[0] or "", t[1] or "")):
+            assert queue is not None
+            if name is None:
+                found = {s.name: s for s in self.registry.list(queue)}
+                names = set(found) | {n for q, n in self._runs if q == queue}
+                for n in sorted(names):
+                    self._apply(queue, n, found.get(n))
+            else:
+                self._apply(queue, name, self.registry.get(queue, name))
+
+    def _apply(self, queue: str, name: str, sub: Subscriber | None) -> None:
+        key = (queue, name)
+        run = self._runs.get(key)
+        meta = self.store.get_queue(queue)
+        wanted = sub is not None and sub.live and meta is not None
+        if run is not None and not run.updater.conflicted and wanted:
+            assert sub is not None
+            same = (
+                run.sub.incarnation == sub.incarnation
+                and run.sub.address == sub.address
+                and run.sub.topics == sub.topics
+                and run.sub.record.partitions == sub.record.partitions
+            )  # a record changed by someone else shows as a conflict at the next write
+            if same:
+                return
+        if run is not None:
+            # a record we did not write means the subscriber re-registered: do not overwrite
+            flush = sub is not None and not run.updater.conflicted and run.version == sub.version
+            self._stop_run(key, run, flush=flush)
+            if flush:
+                sub = self.registry.get(queue, name)  # read again: our flush bumped the version
+                wanted = sub is not None and sub.live and meta is not None
+        if not wanted:
+            return
+        assert sub is not None and meta is not None
+        partitions = [p for p in sub.record.partitions if p < meta.partitions]
+        new = SubscriberRun(
+            self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key)
+        )
+        self._runs[key] = new
+        for p, worker in new.workers.items():
+            self._wakers.setdefault((queue, p), []).append(worker.wake)
+        new.start()
+
+    def _stop_run(self, key: tuple[str, str], run: SubscriberRun, *, flush: bool) -> None:
+        if self._runs.get(key) is run:
+            del self._runs[key]
+        for p, worker in run.workers.items():
+            events = self._wakers.get((key[0], p))
+            if events is not None:
+                events[:] = [e for e in events if e is not worker.wake]
+                if not events:
+                    del self._wakers[(key[0], p)]
+        run.stop(flush=flush)
+        log.info("stopped pushing %s to subscriber %s", key[0], key[1])

@@ -1,0 +1,130 @@
+"""MessageListeners (seed 3.5.2): what a subscriber does with every pushed batch.
+
+Several listeners may be registered; they are called in order for each batch. A listener that
+raises, or returns False (or a non-zero int), fails the batch: ``consumeMessages`` answers
+non-zero and the gateway delivers the same batch again, so listeners must tolerate repeats
+(at-least-once). A listener may be an object with ``on_messages(messages)`` or a plain callable
+taking the list; messages are TMessage objects (id, partitionID, topic, value).
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import sys
+import threading
+from typing import Any, Protocol, TextIO, runtime_checkable
+
+
+@runtime_checkable
+class MessageListener(Protocol):
+    def on_messages(self, messages: list[Any]) -> bool | int | None:
+        """Handles a batch; False, a non-zero int or an exception ask for redelivery."""
+
+
+class PrintListener:
+    """One line per message: ``partition timestamp.seq topic value`` (repr for non-text)."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+
+    def on_messages(self, messages: list[Any]) -> None:
+        lines = []
+        for m in messages:
+            lines.append(
+                f"{m.partitionID} {m.id.timestamp}.{m.id.sequenceID} "
+                f"{_text(m.topic)} {_text(m.value)}\n"
+            )
+        self.out.write("".join(lines))
+        self.out.flush()
+
+
+class JsonLinesListener:
+    """Appends one JSON object per message to a file, flushed per batch:
+    ``{"partition", "timestamp", "sequence", "topic", "value"}``; text stays text, other bytes
+    are base64 under ``value_b64``/``topic_b64``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+
+    def on_messages(self, messages: list[Any]) -> None:
+        lines = []
+        for m in messages:
+            record: dict[str, Any] = {
+                "partition": m.partitionID,
+                "timestamp": m.id.timestamp,
+                "sequence": m.id.sequenceID,
+            }
+            for field in ("topic", "value"):
+                raw = getattr(m, field)
+                try:
+                    record[field] = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    record[field + "_b64"] = base64.b64encode(raw).decode()
+            lines.append(json.dumps(record, separators=(",", ":")) + "\n")
+        with self._lock:
+            self._file.write("".join(lines))
+            self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class BlackHoleListener:
+    """Accepts and drops everything (the seed's BlackHoleMessageListener); counts messages."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_messages(self, messages: list[Any]) -> None:
+        self.count += len(messages)
+
+
+def call_listener(listener: Any, messages: list[Any]) -> bool:
+    """True when the listener accepted the batch."""
+    handler = getattr(listener, "on_messages", None)
+    result = handler(messages) if handler is not None else listener(messages)
+    if result is None or result is True:
+        return True
+    if result is False:
+        return False
+    return isinstance(result, int) and result == 0
+
+
+def load_listener(spec: str) -> Any:
+    """A listener from a command-line spec: ``print``, ``blackhole``, ``jsonl:PATH``, or
+    ``package.module:name`` where name is a listener, a callable taking the messages, or a
+    class / factory called without arguments to make one."""
+    if spec == "print":
+        return PrintListener()
+    if spec in ("blackhole", "black-hole"):
+        return BlackHoleListener()
+    if spec.startswith("jsonl:"):
+        return JsonLinesListener(spec[len("jsonl:") :])
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(
+            "'--listener' must be print, blackhole, jsonl:PATH or package.module:name, "
+            f"got {spec!r}"
+        )
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if isinstance(obj, type):
+        return obj()
+    if isinstance(obj, MessageListener):
+        return obj
+    if callable(obj) and getattr(obj, "hqueue_factory", False):
+        return obj()
+    return obj
+
+
+def _text(raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(raw)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

@@ -1,0 +1,126 @@
+"""``hqueue-subscriber``: a subscriber process; runs until SIGTERM/SIGINT, then stops cleanly.
+
+hqueue-subscriber --gateway H:P --queue Q --name S [--topics a,b] [--partitions 0,1[:START]]
+                  [--listener print|blackhole|jsonl:PATH|pkg.mod:callable ...] [--port N]
+                  [--zookeeper HOST:PORT[/chroot]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hqueue-subscriber",
+        description="Receive the messages an hqueue gateway pushes, and pass them to listeners.",
+    )
+    p.add_argument("--gateway", required=True, metavar="HOST:PORT", help="the gateway")
+    p.add_argument("--queue", required=True)
+    p.add_argument("--name", required=True, help="the subscriber's name (its checkpoints)")
+    p.add_argument("--topics", default="", help="comma-separated topics (default: all)")
+    p.add_argument(
+        "--partitions",
+        default="",
+        metavar="P[:START],...",
+        help="partitions, each with an optional start TIMESTAMP_MS[.SEQ] or 'earliest' "
+        "(default: all, from the stored checkpoint or from now)",
+    )
+    p.add_argument(
+        "--listener",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="print, blackhole, jsonl:PATH or package.module:callable; repeatable, called in "
+        "order (default: print)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
+    p.add_argument("--advertise-host", help="host the gateway connects to (default: --host)")
+    p.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="register in ZooKeeper directly (default: through the gateway, with a lease)",
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="ZooKeeper session timeout (default %(default)s)",
+    )
+    p.add_argument(
+        "--lease",
+        type=int,
+        default=10,
+        metavar="SECONDS",
+        help="lease length when registered through the gateway (default %(default)s)",
+    )
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    # gevent at the edge: patch once, here, before anything opens sockets.
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import signal
+
+    import gevent
+
+    from .listeners import load_listener
+    from .subscriber import Subscriber
+    from .subscription import Subscription, parse_partitions
+
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    log = logging.getLogger("subscriber")
+    try:
+        subscription = Subscription(
+            args.name,
+            topics=[t for t in args.topics.split(",") if t],
+            partitions=parse_partitions(args.partitions),
+        )
+        listeners = [load_listener(spec) for spec in args.listener or ["print"]]
+    except (ValueError, ImportError, AttributeError) as exc:
+        parser.error(str(exc))
+    subscriber = Subscriber(
+        args.gateway,
+        args.queue,
+        subscription,
+        listeners,
+        host=args.host,
+        port=args.port,
+        advertise_host=args.advertise_host,
+        zookeeper=args.zookeeper,
+        session_timeout=args.session_timeout,
+        lease_seconds=args.lease,
+    )
+    try:
+        subscriber.start()
+    except Exception as exc:
+        log.error("cannot start: %s: %s", type(exc).__name__, exc)
+        return 1
+
+    def on_signal(signum: int) -> None:
+        gevent.spawn(subscriber.stop, f"received {signal.Signals(signum).name}")
+
+    gevent.signal_handler(signal.SIGTERM, on_signal, signal.SIGTERM)
+    gevent.signal_handler(signal.SIGINT, on_signal, signal.SIGINT)
+    subscriber.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The subscriber's HQueueSubscriberService (seed 3.5.5) on a gevent StreamServer.
+
+Each gateway worker keeps one connection per (subscriber, partition) and sends one batch at a
+time on it, so batches of one partition reach the listeners in order; batches of different
+partitions may be handled at the same time (one greenlet per connection).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.server import StreamServer
+from hqueue.protocol import subscriber_thrift
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
+from thriftpy2.thrift import TProcessor
+from thriftpy2.transport import TSocket, TTransportException
+from thriftpy2.transport.buffered import TCyBufferedTransportFactory
+
+log = logging.getLogger(__name__)
+
+# consumeMessages answers: 0 = acknowledged, anything else = deliver this batch again
+STATUS_OK = 0
+STATUS_FAILED = 1
+STATUS_STOPPING = 2
+
+
+class _Handler:
+    def __init__(self, consume: Callable[[list[Any]], int], server: SubscriberServer) -> None:
+        self._consume = consume
+        self._server = server
+
+    def consumeMessages(self, messages: list[Any]) -> int:
+        self._server._busy += 1
+        try:
+            return self._consume(messages or [])
+        finally:
+            self._server._busy -= 1
+
+
+class SubscriberServer:
+    """Serves ``consume(messages) -> status`` on host:port (port 0: a free one)."""
+
+    def __init__(self, consume: Callable[[list[Any]], int], host: str, port: int) -> None:
+        self._processor = TProcessor(
+            subscriber_thrift().HQueueSubscriberService, _Handler(consume, self)
+        )
+        self._trans = TCyBufferedTransportFactory()
+        self._proto = TCyBinaryProtocolFactory()
+        self._server = StreamServer((host, port), self._handle)
+        self._connections: set[socket.socket] = set()
+        self._busy = 0
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._server.address[:2]
+
+    def start(self) -> None:
+        self._server.start()
+
+    def stop(self, grace: float) -> None:
+        """Stops accepting; calls in progress get ``grace`` seconds to finish."""
+        self._server.close()
+        deadline = gevent.get_hub().loop.now() + grace
+        while self._busy and gevent.get_hub().loop.now() < deadline:
+            gevent.sleep(0.01)
+        for sock in list(self._connections):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        self._server.stop(timeout=0.5)
+
+    def _handle(self, sock: socket.socket, address: Any) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tsock = TSocket(sock=sock, socket_timeout=None)
+        trans = self._trans.get_transport(tsock)
+        prot = self._proto.get_protocol(trans)
+        self._connections.add(sock)
+        try:
+            while True:
+                self._processor.process(prot, prot)
+        except TTransportException:
+            pass
+        except (ConnectionError, OSError):
+            pass
+        except gevent.GreenletExit:
+            raise
+        except Exception:
+            log.exception("closing connection from %s", address)
+        finally:
+            self._connections.discard(sock)
+            with contextlib.suppress(OSError):
+                sock.close()

@@ -1,0 +1,114 @@
+"""The subscriber record shared by the gateway and the subscriber runtime, and its parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hqueue.subscriptions import (
+    SubscriberRecord,
+    before,
+    check_name,
+    decode_topics,
+    encode_topics,
+    resolve,
+)
+
+from subscriber_runtime.listeners import BlackHoleListener, call_listener, load_listener
+from subscriber_runtime.subscription import Subscription, parse_partitions
+
+
+def test_before_is_the_checkpoint_that_starts_at_an_id() -> None:
+    assert before((100, 5)) == (100, 4)
+    assert before((100, 0)) == (99, 32767)
+    assert before((0, 0)) is None  # from the very beginning
+
+
+def test_first_subscription_starts_now_unless_told_otherwise() -> None:
+    record = resolve(None, {0: None, 2: (50, 3)}, 4, now_ms=1000)
+    assert record.partitions == [0, 2]
+    assert record.checkpoints == {0: (999, 32767), 2: (50, 2)}
+
+
+def test_no_partitions_means_all_and_stored_checkpoints_are_kept() -> None:
+    stored = SubscriberRecord([0, 1], {0: (10, 1), 1: None})
+    record = resolve(stored, None, 3, now_ms=1000)
+    assert record.partitions == [0, 1, 2]
+    assert record.checkpoints == {0: (10, 1), 1: None, 2: (999, 32767)}
+    # an explicit start overrides the stored checkpoint
+    assert resolve(stored, {0: (5, 0)}, 3, now_ms=1000).checkpoints[0] == (4, 32767)
+
+
+def test_unknown_partition_is_refused() -> None:
+    with pytest.raises(ValueError, match="partition 7 does not exist"):
+        resolve(None, {7: None}, 4, now_ms=1)
+
+
+def test_record_and_topics_round_trip() -> None:
+    record = SubscriberRecord([1, 0], {0: (1, 2), 1: None}, frozenset([b"t"]))
+    decoded = SubscriberRecord.decode(record.encode())
+    assert decoded == SubscriberRecord([0, 1], record.checkpoints, frozenset([b"t"]))
+    assert resolve(decoded, None, 2, 5, [b"u"]).topics == {b"u"}
+    assert record.with_checkpoints({1: (3, 4)}).checkpoints == {0: (1, 2), 1: (3, 4)}
+    assert decode_topics(encode_topics([b"a", b"\xff"])) == {b"a", b"\xff"}
+    assert decode_topics(encode_topics([])) is None
+
+
+@pytest.mark.parametrize("name", ["", "a/b", ".", "..", " x"])
+def test_bad_subscriber_names(name: str) -> None:
+    with pytest.raises(ValueError):
+        check_name(name)
+
+
+def test_parse_partitions() -> None:
+    assert parse_partitions("0,1:1700000000000.5, 2:earliest,3:17") == {
+        0: None,
+        1: (1700000000000, 5),
+        2: (0, 0),
+        3: (17, 0),
+    }
+    assert parse_partitions("") == {}
+    with pytest.raises(ValueError, match="--partitions"):
+        parse_partitions("x")
+
+
+def test_subscription_to_thrift() -> None:
+    sub = Subscription("s", topics=["b", b"a"], partitions={1: (5, 6), 0: None})
+    t = sub.to_thrift()
+    assert t.name == b"s" and t.topics == [b"a", b"b"]
+    assert (t.partitions[0].partitionID, t.partitions[0].startMessageID) == (0, None)
+    assert t.partitions[1].startMessageID.timestamp == 5
+    again = sub.to_thrift(with_starts=False)  # registering again resumes from checkpoints
+    assert all(p.startMessageID is None for p in again.partitions)
+    assert Subscription("s").to_thrift().partitions is None  # every partition
+    assert sub.add_partitions([3]).partitions == {1: (5, 6), 0: None, 3: None}
+
+
+def test_listener_results() -> None:
+    assert call_listener(lambda ms: None, []) is True
+    assert call_listener(lambda ms: False, []) is False
+    assert call_listener(lambda ms: 0, []) is True
+    assert call_listener(lambda ms: 3, []) is False
+    assert isinstance(load_listener("blackhole"), BlackHoleListener)
+    assert isinstance(load_listener("subscriber_runtime.listeners:BlackHoleListener"),
+                      BlackHoleListener)  # fmt: skip
+    with pytest.raises(ValueError, match="--listener"):
+        load_listener("nonsense")
+
+
+def test_consume_call_encoded_from_rows_is_what_thriftpy2_writes() -> None:
+    from hqueue.protocol import hqueue_thrift, subscriber_thrift
+    from thriftpy2.protocol import TBinaryProtocol
+    from thriftpy2.thrift import TMessageType
+    from thriftpy2.transport import TMemoryBuffer
+
+    from gateway.subscriptions.sender import encode_call
+
+    T, S = hqueue_thrift(), subscriber_thrift()
+    rows = [(1700000000000 + i, i, b"topic", b"\x00\xffvalue%d" % i) for i in range(50)]
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin("consumeMessages", TMessageType.CALL, 0)
+    S.HQueueSubscriberService.consumeMessages_args(
+        messages=[T.TMessage(T.TMessageID(r[0], r[1]), 7, r[2], r[3]) for r in rows]
+    ).write(proto)
+    proto.write_message_end()
+    assert encode_call(7, rows) == buf.getvalue()
