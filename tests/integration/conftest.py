@@ -99,7 +99,11 @@ class ZooKeeperServer:
 @pytest.fixture(scope="session")
 def zookeeper_server(tmp_path_factory: Any) -> Iterator[ZooKeeperServer]:
     if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
-        pytest.skip(f"ZooKeeper not installed ({ZOOKEEPER_JAR}); scripts/test-all installs it")
+        pytest.fail(
+            f"ZooKeeper is not installed ({ZOOKEEPER_JAR}): apt-get install zookeeper "
+            "(scripts/test-all installs it)",
+            pytrace=False,
+        )
     server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper")).start()
     yield server
     server.stop()
@@ -287,12 +291,25 @@ def restart_gateway(
             time.sleep(0.2)  # the port may linger for a moment after kill -9
 
 
-def hbase_subset(start_gateway: GatewayFactory, registry: Registry | None, *, store: bool) -> None:
-    """Over HBase, only the subscription tests that exercise the store run (``store=True``),
-    with the embedded registry, whose records live in the store; the rest would repeat over
-    HBase what they check over the embedded store, and load the tests' one HBase that the
-    whole session shares."""
-    if start_gateway.kind != "hbase":
-        return
-    if not store or (registry is not None and registry.mode != "embedded"):
-        pytest.skip("covered over the embedded store; over HBase the store-touching tests run")
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Over HBase only the subscription tests marked ``hbase_too`` run, with the embedded
+    registry (whose records live in the store): the rest would repeat over HBase what they
+    check over the embedded store and load the one HBase the whole session shares. Those
+    combinations are deselected (left out of the run), not skipped."""
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if (
+            params.get("store") == "hbase"
+            and item.get_closest_marker("subscriptions") is not None
+            and (
+                item.get_closest_marker("hbase_too") is None
+                or params.get("registry", "embedded") != "embedded"
+            )
+        ):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GatewayFactory
-from tests.integration.conftest import Registry, hbase_subset
+from tests.integration.conftest import Registry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.subscriptions]
 
 PROGRAM = r"""
 from gevent import monkey
@@ -95,7 +95,6 @@ print(json.dumps({
 def test_library_lifecycle(
     start_gateway: GatewayFactory, registry: Registry, queue_name: str, tmp_path: Path
 ) -> None:
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)

@@ -24,12 +24,11 @@ from tests.integration.conftest import (
     Registry,
     SubscriberFactory,
     frozen,
-    hbase_subset,
     read_jsonl,
     restart_gateway,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.subscriptions]
 
 
 def put(client: Any, queue: str, partition: int, values: list[str], topic: str = "t") -> None:
@@ -100,6 +99,7 @@ def new_queue(client: Any, queue: str, partitions: int) -> None:
     client.createQueue(queue.encode(), partitions, 3600, {})
 
 
+@pytest.mark.hbase_too
 def test_every_message_in_order_and_listeners_in_order(
     start_gateway: GatewayFactory,
     start_subscriber: SubscriberFactory,
@@ -107,7 +107,6 @@ def test_every_message_in_order_and_listeners_in_order(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
-    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 3)
@@ -156,7 +155,6 @@ def test_subscriber_kill9_resumes_from_checkpoint(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -206,6 +204,7 @@ def test_subscriber_kill9_resumes_from_checkpoint(
     client.close()
 
 
+@pytest.mark.hbase_too
 def test_gateway_kill9_workers_resume(
     start_gateway: GatewayFactory,
     start_subscriber: SubscriberFactory,
@@ -213,7 +212,6 @@ def test_gateway_kill9_workers_resume(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
-    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -257,7 +255,6 @@ def test_listener_failing_three_times_gets_the_batch_again(
     queue_name: str,
     tmp_path: Path,
 ) -> None:
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags(), "--push-backoff-max", "0.2")
     client = gw.client()
     new_queue(client, queue_name, 1)
@@ -288,7 +285,6 @@ def test_stalled_subscriber_keeps_gateway_memory_bounded(
     tmp_path: Path,
 ) -> None:
     # (also: 200 MB of puts in a few seconds overwhelm the tests' one-JVM HBase)
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(
         *registry.gateway_flags(),
         "--push-timeout", "1", "--push-buffer", "2000", "--push-buffer-bytes", "2000000",
@@ -332,7 +328,6 @@ def test_vanished_subscriber_pauses_and_registers_again_by_itself(
 ) -> None:
     """The ZooKeeper session (or the lease) of a frozen subscriber expires for real; once it
     runs again it notices, registers again by itself, and nothing is lost."""
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 1)
@@ -368,6 +363,7 @@ def test_vanished_subscriber_pauses_and_registers_again_by_itself(
     client.close()
 
 
+@pytest.mark.hbase_too
 def test_toolkit_subscriber_commands_show_lag(
     start_gateway: GatewayFactory,
     start_subscriber: SubscriberFactory,
@@ -377,7 +373,6 @@ def test_toolkit_subscriber_commands_show_lag(
 ) -> None:
     """add_subscriber / subscribers / delete_subscriber of seed 4.1, as a user runs them."""
 
-    hbase_subset(start_gateway, registry, store=True)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
@@ -431,7 +426,6 @@ def test_gateway_zookeeper_session_expiry(
     """The gateway's own session expires (frozen past its timeout): the znodes it wrote for a
     subscriber registered through it vanish, that subscriber registers again, the watches come
     back, and both subscribers (one with its own session) keep receiving everything."""
-    hbase_subset(start_gateway, None, store=False)
     registry = Registry("zookeeper", zk_hosts)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
@@ -476,7 +470,6 @@ def test_explicit_start_and_wake_up_on_put(
     from tests.helpers import drain
 
     T = hqueue_thrift()
-    hbase_subset(start_gateway, registry, store=False)
     gw = start_gateway(*registry.gateway_flags())
     client = gw.client()
     new_queue(client, queue_name, 2)
