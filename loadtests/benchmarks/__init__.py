@@ -17,6 +17,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.latency",
     "loadtests.benchmarks.backlog",
     "loadtests.benchmarks.hbase",
+    "loadtests.benchmarks.push",
 )
 
 

@@ -30,7 +30,7 @@ def test_list_names_every_section() -> None:
     proc = bench("--list")
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
-    assert names == ["ceiling", "producers", "sizes", "latency", "backlog", "hbase"]
+    assert names == ["ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push"]
 
 
 def test_unknown_section_is_refused() -> None:
