@@ -17,7 +17,9 @@ Scenarios are user classes; name one or more on the command line (all run when n
 * ``MixedUser``: produce and consume. Three batched puts for every catch-up scan; the scan
   reads a partition from where this user's previous scan of it stopped (each user is an
   independent consumer of the whole queue, as a broadcast subscriber would be).
-* Push subscribers: not yet; see ``SubscriberUser`` below.
+* ``SubscriberUser``: a push subscriber of the queue served in the locust process; each batch
+  pushed to it is a ``push`` event (latency of its newest message) and counted. Run it beside
+  a producing scenario.
 
 Every Thrift call fires locust's request event (request type ``thrift``, name = the method,
 response time in ms, response length = the bytes received for the call). IDL exceptions
@@ -398,13 +400,78 @@ def next_id(t: Any, mid: Any) -> Any:
     return t.TMessageID(mid.timestamp + 1, 0)
 
 
-# TODO(push subscriptions): a ``SubscriberUser`` belongs here once the gateway pushes to
-# subscribers (HQueueSubscriberService.consumeMessages). The hook: in on_start, serve
-# HQueueSubscriberService on a free loopback port in this process (a gevent StreamServer, as
-# gateway/server.py does), register it as a subscriber of --hq-queue, and in consumeMessages
-# fire a request event named "push" whose response time is now minus the message's
-# MessageID timestamp (push latency) and COUNTER.add("push", len(messages)); on_stop
-# unregisters. Run it beside BatchPutUser or MixedUser so that something is produced.
+class PushCounter:
+    """The listener of a SubscriberUser: every batch pushed to it is a request event of type
+    ``push``, name ``consumeMessages``, whose response time is the push latency of the batch's
+    newest message (now minus its MessageID timestamp, ms) and whose length is its bytes."""
+
+    def __init__(self, request_event: Any) -> None:
+        self.request_event = request_event
+
+    def on_messages(self, messages: list[Any]) -> bool:
+        now_ms = time.time() * 1000
+        newest = max(m.id.timestamp for m in messages)
+        self.request_event.fire(
+            request_type="push",
+            name="consumeMessages",
+            response_time=max(0.0, now_ms - newest),
+            response_length=sum(len(m.value) for m in messages),
+            exception=None,
+            context={},
+        )
+        COUNTER.add("consumeMessages", len(messages))
+        return True
+
+
+_SUBSCRIBER_IDS = itertools.count(1)
+
+
+class SubscriberUser(User):
+    """A push subscriber of ``--hq-queue`` (all partitions, all topics, new messages from its
+    start), served in this process by ``subscriber_runtime`` and registered through the
+    gateway. It does not call anything itself: run it beside ``BatchPutUser`` or ``MixedUser``
+    so that something is produced. Unregisters (and removes its subscription) when it stops."""
+
+    wait_time = constant(1)
+
+    def on_start(self) -> None:
+        from subscriber_runtime import Subscription, create_subscriber
+
+        s = settings_of(self.environment)
+        self.name = f"locust-{os.getpid()}-{next(_SUBSCRIBER_IDS)}"
+        self.subscriber = create_subscriber(
+            f"{s.host}:{s.port}",
+            s.queue.decode(),
+            Subscription(self.name),
+            [PushCounter(self.environment.events.request)],
+        )
+        t0 = time.perf_counter()
+        try:
+            self.subscriber.start()
+        except Exception as exc:  # reported, like any call that failed
+            self.environment.events.request.fire(
+                request_type="push", name="subscribe",
+                response_time=(time.perf_counter() - t0) * 1000, response_length=0,
+                exception=exc, context={},
+            )  # fmt: skip
+            raise RescheduleTask() from exc
+
+    def on_stop(self) -> None:
+        subscriber = getattr(self, "subscriber", None)
+        if subscriber is not None:
+            subscriber.stop("locust run ended")
+            s = settings_of(self.environment)
+            c = connect(s.host, s.port, framed=s.framed, compact=s.compact, timeout=s.timeout)
+            try:  # a load test leaves no subscriptions behind
+                c.deleteSubscriber(s.queue, self.name.encode())
+            except Exception as exc:
+                log.warning("deleting subscription %s: %s", self.name, exc)
+            finally:
+                c.close()
+
+    @task
+    def idle(self) -> None:
+        """Pushes arrive on the subscriber's own server; nothing to call."""
 
 
 # -- test start and stop ---------------------------------------------------------------------

@@ -45,6 +45,8 @@ SCENARIOS = {
     "batch": "BatchPutUser",
     "scan": "ScanUser",
     "mixed": "MixedUser",
+    # producers and push subscribers, one of each per two users (locust spreads users evenly)
+    "push": "BatchPutUser SubscriberUser",
 }
 MAX_USERS = 256
 MAX_DURATION_S = 3600
@@ -141,7 +143,7 @@ def locust_command(args: argparse.Namespace, gateway: str, prefix: Path, stats: 
         "--hq-message-bytes", str(args.message_bytes),
         "--hq-scan-batch", str(args.scan_batch), "--hq-scan-lists", str(args.scan_lists),
         "--hq-prefill", str(args.prefill), "--hq-stats-json", str(stats),
-        *args.locust_args, SCENARIOS[args.scenario],
+        *args.locust_args, *SCENARIOS[args.scenario].split(),
     ]  # fmt: skip
 
 

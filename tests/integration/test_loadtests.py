@@ -152,3 +152,20 @@ def test_connection_refused_mid_run_is_reported_as_a_failure(
     assert summary["total"]["failures"] > 0
     errors = json.loads(Path(f"{prefix}_messages.json").read_text())["errors"]
     assert errors, "the failures carry their transport errors"
+
+
+def test_push_scenario_counts_what_subscribers_received(tmp_path: Path) -> None:
+    rc, out, prefix = run_loadtest(
+        tmp_path, "--scenario", "push", "-u", "2", "-t", "4s", "--queue", "pushed",
+        "--partitions", "2", "--batch", "20",
+    )  # fmt: skip
+    assert rc == 0, out
+    summary = json.loads(Path(f"{prefix}_summary.json").read_text())
+    assert summary["total"]["failures"] == 0
+    methods = {m["name"]: m for m in summary["methods"]}
+    put, pushed = methods["putMessagesWithPid"], methods["consumeMessages"]
+    assert put["messages"] == put["requests"] * 20 > 0
+    # The subscriber registers at its start and stops with the run: it receives what was put
+    # while it was there, never more, and (loopback, a few ms of latency) nearly all of it.
+    assert 0.5 * put["messages"] <= pushed["messages"] <= put["messages"]
+    assert pushed["p99_ms"] >= pushed["p50_ms"] >= 0
