@@ -18,7 +18,6 @@ gateway sees the same queues. It is cached here and refreshed every few seconds.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Collection, Sequence
@@ -38,22 +37,17 @@ from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFacto
 from .. import rowkey
 from .._wirecheck import encode_mutate_rows
 from ..errors import HQueueError, InvalidArgument, StoreError
-from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
 from .base import PartitionStore, PutBatch, QueueMeta, ScanResult
+from .hbase_meta import FAMILY as META_FAMILY
+from .hbase_meta import MetaTable
 from .hbase_scans import ResidentScans
 
 log = logging.getLogger(__name__)
 
 Hbase: Any = None  # happybase's loaded Hbase.thrift (Thrift1), set on first use
 
-_META_FAMILY = b"m"
-_META_COLUMN = b"m:json"
-_GENERATION_ROW = b"\x00generation"  # queue names cannot start with a NUL
-_GENERATION_COLUMN = b"m:generation"
-_RECORD = b"m:record"
-_STALE_CLAIM_MS = 120_000  # a "creating" row older than this was left by a crash
 _MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
 _MAX_MUTATION_BYTES = 8 << 20
 _SCAN_CHUNK = 1000  # rows per scannerGetList
@@ -99,6 +93,7 @@ class HBaseStore(PartitionStore):
         self._lanes: dict[tuple[bytes, int], _Lane] = {}
         self._refresher: gevent.Greenlet | None = None
         self._scans: ResidentScans | None = None
+        self._meta: MetaTable | None = None
         self._meta_table = schema.table_name(address.namespace, schema.META_TABLE)
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -120,6 +115,7 @@ class HBaseStore(PartitionStore):
         import Hbase_thrift  # loaded by happybase on import
 
         Hbase = Hbase_thrift
+        self._meta = MetaTable(self._call, Hbase, self._meta_table)
         self._scans = ResidentScans(self._call, Hbase, raw=not (a.framed or a.compact))
         self._ensure_namespace()
         self._refresh_meta()
@@ -152,7 +148,7 @@ class HBaseStore(PartitionStore):
     def get_queue(self, name: str) -> QueueMeta | None:
         meta = self._queues.get(name)
         if meta is None:  # created by another gateway since the last refresh?
-            meta = self._read_meta(name)
+            meta = self._meta_rows().read(name)
             if meta is not None:
                 self._queues[name] = meta
         return meta
@@ -161,9 +157,9 @@ class HBaseStore(PartitionStore):
         schema.check_queue_name(meta.name)
         schema.check_regions(meta.partitions, meta.config, self.address.max_regions)
         with self._admin_lock:
-            self._claim(meta.name)
+            self._meta_rows().claim(meta.name)
             try:
-                meta = meta.with_changes(generation=self._next_generation())
+                meta = meta.with_changes(generation=self._meta_rows().next_generation())
                 table = self._table_name_of(meta.name)
                 if self._admin("tableExists", table):  # left by a crash mid-create/delete
                     log.warning("dropping orphaned HBase table %s", table.qualifier.decode())
@@ -177,30 +173,30 @@ class HBaseStore(PartitionStore):
                 )
                 self._admin("createTable", desc, splits, argument="config")
             except BaseException:
-                self._delete_meta_row(meta.name)
+                self._meta_rows().delete(meta.name)
                 raise
-            self._save_meta(meta)
+            self._meta_rows().save(meta)
             self._queues[meta.name] = meta
             return meta
 
     def delete_queue(self, name: str) -> None:
         with self._admin_lock:
             self._require(name)
-            self._delete_meta_row(name)  # invisible first; a crash leaves an orphan table
+            self._meta_rows().delete(name)  # invisible first; a crash leaves an orphan table
             self._queues.pop(name, None)
             self._drop_table(self._table_name_of(name))
 
     def truncate_queue(self, name: str) -> QueueMeta:
         with self._admin_lock:
             old = self._require(name)
-            new = old.with_changes(generation=self._next_generation())
+            new = old.with_changes(generation=self._meta_rows().next_generation())
             table = self._table_name_of(name)
             if self._admin("isTableEnabled", table):
                 self._admin("disableTable", table)
             self._admin("truncateTable", table, True)  # keeps the split points; enables it
             if not new.enabled:
                 self._admin("disableTable", table)
-            self._save_meta(new)
+            self._meta_rows().save(new)
             self._queues[name] = new
             return new
 
@@ -210,7 +206,7 @@ class HBaseStore(PartitionStore):
             table = self._table_name_of(name)
             if self._admin("isTableEnabled", table) != enabled:
                 self._admin("enableTable" if enabled else "disableTable", table)
-            self._save_meta(meta)
+            self._meta_rows().save(meta)
             self._queues[name] = meta
             return meta
 
@@ -383,47 +379,19 @@ class HBaseStore(PartitionStore):
 
         return self._call(run)
 
-    # -- small metadata records -----------------------------------------------------------
-    # Rows "\x01<namespace>\x00<key>" of the metadata table (queue names cannot start with
-    # \x01), column m:record.
+    # -- small metadata records (rows of the metadata table) ---------------------------
 
     def get_record(self, namespace: str, key: str) -> bytes | None:
-        row = _record_row(namespace, key)
-        rows = self._call(lambda c: c.getRowWithColumns(self._meta_table, row, [_RECORD], {}))
-        return rows[0].columns[_RECORD].value if rows else None
+        return self._meta_rows().get_record(namespace, key)
 
     def put_record(self, namespace: str, key: str, value: bytes) -> None:
-        put = Hbase.Mutation(column=_RECORD, value=value)
-        row = _record_row(namespace, key)
-        self._call(lambda c: c.mutateRow(self._meta_table, row, [put], {}))
+        self._meta_rows().put_record(namespace, key, value)
 
     def delete_record(self, namespace: str, key: str) -> None:
-        row = _record_row(namespace, key)
-        self._call(lambda c: c.deleteAllRow(self._meta_table, row, {}))
+        self._meta_rows().delete_record(namespace, key)
 
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
-        start = _record_row(namespace, prefix)
-        stop = _record_row(namespace, "")[:-1] + b"\x01"  # just past "\x01<namespace>\x00..."
-        skip = len(_record_row(namespace, ""))
-
-        def run(client: Any) -> list[Any]:
-            spec = Hbase.TScan(startRow=start, stopRow=stop, columns=[_RECORD], caching=1000)
-            sid = client.scannerOpenWithScan(self._meta_table, spec, {})
-            try:
-                out: list[Any] = []
-                while batch := client.scannerGetList(sid, 1000):
-                    out.extend(batch)
-                return out
-            finally:
-                client.scannerClose(sid)
-
-        rows = self._call(run)
-        encoded = prefix.encode()
-        return [
-            (r.row[skip:].decode(), r.columns[_RECORD].value)
-            for r in rows
-            if r.row[skip:].startswith(encoded)
-        ]
+        return self._meta_rows().list_records(namespace, prefix)
 
     # -- HBase calls ----------------------------------------------------------------------
 
@@ -506,7 +474,7 @@ class HBaseStore(PartitionStore):
             self._admin("createNamespace", self._admin_idl.TNamespaceDescriptor(name=ns))
         meta = self._table_name_of(schema.META_TABLE)
         if not self._admin("tableExists", meta):
-            family = self._admin_idl.TColumnFamilyDescriptor(name=_META_FAMILY, maxVersions=1)
+            family = self._admin_idl.TColumnFamilyDescriptor(name=META_FAMILY, maxVersions=1)
             desc = self._admin_idl.TTableDescriptor(tableName=meta, columns=[family])
             try:
                 self._admin("createTable", desc, None)
@@ -514,7 +482,12 @@ class HBaseStore(PartitionStore):
                 if not self._admin("tableExists", meta):  # another gateway won the race
                     raise
 
-    # -- metadata rows --------------------------------------------------------------------
+    # -- metadata cache -------------------------------------------------------------------
+
+    def _meta_rows(self) -> MetaTable:
+        if self._meta is None:
+            raise StoreError("the HBase store is not started")
+        return self._meta
 
     def _refresh_loop(self) -> None:
         while True:
@@ -525,100 +498,15 @@ class HBaseStore(PartitionStore):
                 log.warning("refreshing queue metadata from HBase: %s", exc)
 
     def _refresh_meta(self) -> None:
-        def run(client: Any) -> list[Any]:
-            sid = client.scannerOpenWithScan(
-                self._meta_table, Hbase.TScan(columns=[_META_COLUMN], caching=1000), {}
-            )
-            try:
-                out: list[Any] = []
-                while batch := client.scannerGetList(sid, 1000):
-                    out.extend(batch)
-                return out
-            finally:
-                client.scannerClose(sid)
-
         with self._admin_lock:  # an admin change of ours must not be overwritten by old rows
-            rows = self._call(run)
-            queues = {}
-            for r in rows:
-                meta = self._decode(r.row.decode(), r.columns[_META_COLUMN].value)
-                if meta is not None:
-                    queues[meta.name] = meta
-            self._queues = queues
-
-    def _read_meta(self, name: str) -> QueueMeta | None:
-        rows = self._call(lambda c: c.getRowWithColumns(
-            self._meta_table, name.encode(), [_META_COLUMN], {}
-        ))  # fmt: skip
-        if not rows:
-            return None
-        return self._decode(name, rows[0].columns[_META_COLUMN].value)
+            self._queues = self._meta_rows().queues()
 
     def _require(self, name: str) -> QueueMeta:
-        meta = self._read_meta(name)  # fresh: another gateway may have changed it
+        meta = self._meta_rows().read(name)  # fresh: another gateway may have changed it
         if meta is None:
             self._queues.pop(name, None)
             raise InvalidArgument("queueName", f"queue '{name}' does not exist")
         return meta
-
-    def _claim(self, name: str) -> None:
-        """Takes the queue's name with a "creating" row (check-and-put: one creator wins)."""
-        claim = json.dumps({"state": "creating", "since_ms": wall_clock_ms()}).encode()
-        row = name.encode()
-        put = Hbase.Mutation(column=_META_COLUMN, value=claim)
-        if self._call(lambda c: c.checkAndPut(self._meta_table, row, _META_COLUMN, None, put, {})):
-            return
-        raw = self._call(lambda c: c.getRowWithColumns(self._meta_table, row, [_META_COLUMN], {}))
-        current = json.loads(raw[0].columns[_META_COLUMN].value) if raw else {}
-        if current.get("state") == "creating":
-            if wall_clock_ms() - current.get("since_ms", 0) < _STALE_CLAIM_MS:
-                raise InvalidArgument("queueName", f"queue '{name}' is being created")
-            log.warning("taking over the stale creation of queue %s", name)
-            self._call(lambda c: c.mutateRow(self._meta_table, row, [put], {}))
-            return
-        raise InvalidArgument("queueName", f"queue '{name}' already exists")
-
-    def _next_generation(self) -> int:
-        row, column = _GENERATION_ROW, _GENERATION_COLUMN
-        return int(self._call(lambda c: c.atomicIncrement(self._meta_table, row, column, 1)))
-
-    def _save_meta(self, meta: QueueMeta) -> None:
-        value = json.dumps(
-            {
-                "state": "ready",
-                "partitions": meta.partitions,
-                "ttl_seconds": meta.ttl_seconds,
-                "enabled": meta.enabled,
-                "config": meta.config,
-                "generation": meta.generation,
-            },
-            sort_keys=True,
-        ).encode()
-        put = Hbase.Mutation(column=_META_COLUMN, value=value)
-        self._call(lambda c: c.mutateRow(self._meta_table, meta.name.encode(), [put], {}))
-
-    def _delete_meta_row(self, name: str) -> None:
-        self._call(lambda c: c.deleteAllRow(self._meta_table, name.encode(), {}))
-
-    @staticmethod
-    def _decode(name: str, raw: bytes) -> QueueMeta | None:
-        if name.startswith("\x00"):
-            return None  # the generation counter
-        d = json.loads(raw)
-        if d.get("state") != "ready":
-            return None
-        return QueueMeta(
-            name=name,
-            partitions=d["partitions"],
-            ttl_seconds=d["ttl_seconds"],
-            enabled=d["enabled"],
-            config=d["config"],
-            generation=d["generation"],
-        )
-
-
-def _record_row(namespace: str, key: str) -> bytes:
-    return b"\x01" + namespace.encode() + b"\x00" + key.encode()
 
 
 def _first_line(message: str) -> str:
