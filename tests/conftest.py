@@ -21,6 +21,12 @@ from typing import Any
 
 import pytest
 from hqueue.protocol import connect, hqueue_thrift
+from hypothesis import settings
+
+# Property tests check behaviour, not speed: hypothesis's per-example deadline (200 ms) is a
+# timed assertion that a busy 2-core CI machine fails now and then.
+settings.register_profile("hqueue", deadline=None)
+settings.load_profile("hqueue")
 
 ROOT = Path(__file__).resolve().parent.parent
 

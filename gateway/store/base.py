@@ -7,9 +7,10 @@ is a row keyed by partition + MessageID, the topic is the column and the body it
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..rowkey import MessageId
 
@@ -28,6 +29,30 @@ class QueueMeta:
 
     def with_changes(self, **changes: object) -> QueueMeta:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def to_json(self, **extra: object) -> bytes:
+        """How stores keep it (the name is their key); ``extra`` adds store-specific fields."""
+        fields = {
+            "partitions": self.partitions,
+            "ttl_seconds": self.ttl_seconds,
+            "enabled": self.enabled,
+            "config": self.config,
+            "generation": self.generation,
+            **extra,
+        }
+        return json.dumps(fields, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, name: str, raw: bytes | dict[str, Any]) -> QueueMeta:
+        d = json.loads(raw) if isinstance(raw, bytes) else raw
+        return cls(
+            name=name,
+            partitions=d["partitions"],
+            ttl_seconds=d["ttl_seconds"],
+            enabled=d["enabled"],
+            config=d["config"],
+            generation=d["generation"],
+        )
 
 
 # A stored message as a scan returns it: (timestamp ms, sequence id, topic, value). A plain

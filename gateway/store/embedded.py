@@ -18,7 +18,6 @@ away in the thread pool (RocksDB compaction also releases the GIL), so puts neve
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import struct
@@ -105,7 +104,7 @@ class EmbeddedStore(PartitionStore):
             assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
             if not key.startswith(_META_PREFIX):
                 break
-            meta = self._decode_meta(key[len(_META_PREFIX) :].decode(), value)
+            meta = QueueMeta.from_json(key[len(_META_PREFIX) :].decode(), value)
             self._queues[meta.name] = meta
         live = {self._family_name(m) for m in self._queues.values()}
         for name in existing:
@@ -424,31 +423,9 @@ class EmbeddedStore(PartitionStore):
         return generation
 
     def _save_meta(self, meta: QueueMeta) -> None:
-        value = json.dumps(
-            {
-                "partitions": meta.partitions,
-                "ttl_seconds": meta.ttl_seconds,
-                "enabled": meta.enabled,
-                "config": meta.config,
-                "generation": meta.generation,
-            },
-            sort_keys=True,
-        ).encode()
         db = self._db_required()
-        self._db_call(db.put, _META_PREFIX + meta.name.encode(), value, self._no_sync)
+        self._db_call(db.put, _META_PREFIX + meta.name.encode(), meta.to_json(), self._no_sync)
         self._await_sync()
-
-    @staticmethod
-    def _decode_meta(name: str, raw: bytes) -> QueueMeta:
-        d = json.loads(raw)
-        return QueueMeta(
-            name=name,
-            partitions=d["partitions"],
-            ttl_seconds=d["ttl_seconds"],
-            enabled=d["enabled"],
-            config=d["config"],
-            generation=d["generation"],
-        )
 
 
 def _record_key(namespace: str, key: str) -> bytes:

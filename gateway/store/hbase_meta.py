@@ -79,17 +79,7 @@ class MetaTable:
         )
 
     def save(self, meta: QueueMeta) -> None:
-        value = json.dumps(
-            {
-                "state": "ready",
-                "partitions": meta.partitions,
-                "ttl_seconds": meta.ttl_seconds,
-                "enabled": meta.enabled,
-                "config": meta.config,
-                "generation": meta.generation,
-            },
-            sort_keys=True,
-        ).encode()
+        value = meta.to_json(state="ready")
         self._put(meta.name.encode(), _JSON, value)
 
     def delete(self, name: str) -> None:
@@ -152,13 +142,4 @@ def _record_row(namespace: str, key: str) -> bytes:
 
 def _decode(name: str, raw: bytes) -> QueueMeta | None:
     d = json.loads(raw)
-    if d.get("state") != "ready":
-        return None
-    return QueueMeta(
-        name=name,
-        partitions=d["partitions"],
-        ttl_seconds=d["ttl_seconds"],
-        enabled=d["enabled"],
-        config=d["config"],
-        generation=d["generation"],
-    )
+    return QueueMeta.from_json(name, d) if d.get("state") == "ready" else None
