@@ -50,8 +50,6 @@ Hbase: Any = None  # happybase's loaded Hbase.thrift (Thrift1), set on first use
 
 _MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
 _MAX_MUTATION_BYTES = 8 << 20
-_SCAN_CHUNK = 1000  # rows per scannerGetList
-_SCAN_MAX_BYTES = 8 << 20
 
 
 def _admin_idl() -> Any:
@@ -215,14 +213,23 @@ class HBaseStore(PartitionStore):
     def last_id(self, queue: QueueMeta, partition: int) -> MessageId | None:
         # Expired rows are gone from HBase's view; ids then restart from the clock, which is
         # past them unless it stepped back by more than the queue's TTL.
-        rows = self._scan_rows(
-            queue,
-            start=schema.key_before(rowkey.partition_end(partition)) or b"",
-            stop=schema.key_before(rowkey.partition_start(partition)) or b"",
+        table = schema.table_name(self.address.namespace, queue.name)
+        spec = Hbase.TScan(
+            startRow=schema.key_before(rowkey.partition_end(partition)) or b"",
+            stopRow=schema.key_before(rowkey.partition_start(partition)) or b"",
             columns=[schema.FAMILY],
-            reverse=True,
-            limit=1,
-        )[0]
+            caching=1,
+            reversed=True,
+        )
+
+        def newest(client: Any) -> list[Any]:
+            sid = client.scannerOpenWithScan(table, spec, {})
+            try:
+                return client.scannerGetList(sid, 1)
+            finally:
+                client.scannerClose(sid)
+
+        rows = self._call(newest)
         if not rows:
             return None
         p, ts, seq = rowkey.decode(rows[0].row)
@@ -340,44 +347,6 @@ class HBaseStore(PartitionStore):
             None if exhausted or not rows else rowkey.encode(partition, rows[-1][0], rows[-1][1])
         )
         return ScanResult(rows, resume, size)
-
-    def _scan_rows(
-        self,
-        queue: QueueMeta,
-        *,
-        start: bytes,
-        stop: bytes,
-        columns: list[bytes],
-        reverse: bool,
-        limit: int,
-    ) -> tuple[list[Any], bool]:
-        """Up to ``limit`` TRowResults and whether the range is exhausted."""
-        table = schema.table_name(self.address.namespace, queue.name)
-        chunk = max(1, min(limit, _SCAN_CHUNK))
-        spec = Hbase.TScan(
-            startRow=start, stopRow=stop, columns=columns, caching=chunk, reversed=reverse
-        )
-
-        def run(client: Any) -> tuple[list[Any], bool]:
-            sid = client.scannerOpenWithScan(table, spec, {})
-            try:
-                out: list[Any] = []
-                size = 0
-                while True:
-                    want = min(chunk, limit - len(out))
-                    got = client.scannerGetList(sid, want)
-                    out.extend(got)
-                    if len(got) < want:
-                        return out, True
-                    if len(out) >= limit:
-                        return out, False
-                    size += sum(len(c.value) for r in got for c in r.columns.values())
-                    if size >= _SCAN_MAX_BYTES:
-                        return out, False
-            finally:
-                client.scannerClose(sid)
-
-        return self._call(run)
 
     # -- small metadata records (rows of the metadata table) ---------------------------
 
