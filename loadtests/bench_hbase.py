@@ -33,16 +33,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from loadtests.bench_gateway import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "loadtests" / "results"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalHBase:

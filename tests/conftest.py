@@ -184,20 +184,15 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
             report.sections.append(("gateway logs", factory.logs()))
 
 
-@pytest.fixture(scope="session")
-def hbase_url(request: Any, tmp_path_factory: Any) -> Iterator[str]:
-    """A real HBase for the session: ``$HQUEUE_TEST_HBASE`` (an ``hbase://`` address) when
-    set, else one started here with ``scripts/hbase-local`` on free ports and stopped after."""
-    given = os.environ.get("HQUEUE_TEST_HBASE")
-    if given:
-        yield given
-        return
-    d = tmp_path_factory.mktemp("hbase-local")
+@contextlib.contextmanager
+def local_hbase(d: Path, *flags: str) -> Iterator[str]:
+    """A real HBase in ``d`` (``scripts/hbase-local start``, free ports, ``flags`` passed on),
+    stopped on exit; yields its ``hbase://`` address."""
     zk, thrift1, thrift2 = free_port(), free_port(), free_port()
     script = str(ROOT / "scripts" / "hbase-local")
     result = subprocess.run(
         [sys.executable, script, "start", "--dir", str(d), "--zk-port", str(zk),
-         "--thrift-port", str(thrift1), "--thrift2-port", str(thrift2)],
+         "--thrift-port", str(thrift1), "--thrift2-port", str(thrift2), *flags],
         capture_output=True, text=True,
     )  # fmt: skip
     if result.returncode != 0:
@@ -212,6 +207,18 @@ def hbase_url(request: Any, tmp_path_factory: Any) -> Iterator[str]:
         yield f"hbase://127.0.0.1:{thrift1}?admin=127.0.0.1:{thrift2}"
     finally:
         subprocess.run([sys.executable, script, "stop", "--dir", str(d)], capture_output=True)
+
+
+@pytest.fixture(scope="session")
+def hbase_url(request: Any, tmp_path_factory: Any) -> Iterator[str]:
+    """A real HBase for the session: ``$HQUEUE_TEST_HBASE`` (an ``hbase://`` address) when
+    set, else one started here with ``scripts/hbase-local`` on free ports and stopped after."""
+    given = os.environ.get("HQUEUE_TEST_HBASE")
+    if given:
+        yield given
+        return
+    with local_hbase(tmp_path_factory.mktemp("hbase-local")) as url:
+        yield url
 
 
 @pytest.fixture(params=["embedded", "hbase"])

@@ -4,7 +4,6 @@ the rest of the integration suite."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import pytest
 from thriftpy2.rpc import make_client
 
 from gateway.store.hbase import _admin_idl
-from tests.conftest import ROOT, free_port, wait_until
+from tests.conftest import ROOT, local_hbase, wait_until
 from tests.helpers import drain, msg
 
 hbase_only = pytest.mark.parametrize("store", ["hbase"], indirect=True)
@@ -121,25 +120,10 @@ def test_bad_hbase_settings_are_the_callers_fault(gateway: Any, T: Any) -> None:
 # -- HBase restarts under load --------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _own_hbase(d: Path, *flags: str) -> Iterator[str]:
-    ports = [free_port() for _ in range(3)]
-    script = str(ROOT / "scripts" / "hbase-local")
-    subprocess.run(
-        [sys.executable, script, "start", "--dir", str(d), "--zk-port", str(ports[0]),
-         "--thrift-port", str(ports[1]), "--thrift2-port", str(ports[2]), *flags],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    try:
-        yield f"hbase://127.0.0.1:{ports[1]}?admin=127.0.0.1:{ports[2]}"
-    finally:
-        subprocess.run([sys.executable, script, "stop", "--dir", str(d)], capture_output=True)
-
-
 @pytest.fixture
 def private_hbase(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """An HBase of this test's own, since the test restarts it."""
-    with _own_hbase(tmp_path / "hbase") as url:
+    with local_hbase(tmp_path / "hbase") as url:
         yield f"{url}&timeout=3", tmp_path / "hbase"
 
 
@@ -149,7 +133,7 @@ def test_framed_compact_hbase_thrift_servers(tmp_path: Path, T: Any) -> None:
     thriftpy2 paths, not the binary fast paths) for data and administration alike."""
     from tests.conftest import GatewayFactory
 
-    with _own_hbase(tmp_path / "hbase", "--framed", "--compact") as url:
+    with local_hbase(tmp_path / "hbase", "--framed", "--compact") as url:
         factory = GatewayFactory(tmp_path, f"{url}&transport=framed&protocol=compact")
         try:
             c = factory().client()
