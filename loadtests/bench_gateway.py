@@ -654,6 +654,21 @@ def _client_main(spec: Spec, conn: Any, factory: Callable[[Spec], Workload]) -> 
 # -- processes -------------------------------------------------------------------------------
 
 
+def reap(procs: list[Any], conns: list[Any], grace: float = 10.0) -> None:
+    """Ends benchmark worker processes (a clean exit, else terminate, else kill) and closes
+    their pipes."""
+    for p in procs:
+        p.join(grace)
+        if p.is_alive():
+            p.terminate()
+            p.join(5)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    for c in conns:
+        c.close()
+
+
 def _die_with_parent() -> None:
     """In a server child: SIGKILL it if this script dies without cleaning up."""
     with contextlib.suppress(Exception):
@@ -947,15 +962,7 @@ def measure(
         for p in procs:
             p.join(10)
     finally:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-                p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        for c in conns:
-            c.close()
+        reap(procs, conns, grace=0)
     messages = sum(r["messages"] for r in reports)
     lat = [x for r in reports for x in r["lat"]]
     return {

@@ -92,13 +92,7 @@ def fill(server: bg.Server, queue: bytes, total: int, timeout: float = 900.0) ->
             if status != "ok":
                 raise RuntimeError(f"a filler failed:\n{detail}\n{server.log_tail()}")
     finally:
-        for proc in procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for conn in conns:
-            conn.close()
+        bg.reap(procs, conns, grace=5)
     return time.monotonic() - t0
 
 

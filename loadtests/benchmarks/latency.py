@@ -134,13 +134,7 @@ def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[st
                 raise RuntimeError(f"a producer failed:\n{detail}\n{server.log_tail()}")
             reports.append(detail)
     finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        for c in conns:
-            c.close()
+        bg.reap(procs, conns, grace=5)
     bg.reset_puts(server)
     lat = [x for r in reports for x in r["lat"]]
     sent = sum(r["sent"] for r in reports)
