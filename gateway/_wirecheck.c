@@ -884,42 +884,87 @@ fail:
 
 /* ---- the embedded store's cells ------------------------------------------------------- */
 
-/* encode_cells(topics, values) -> [bytes((len(topic),)) + topic + value, ...]
- * The values the embedded store keeps under each row key, made in one pass. */
-static PyObject *encode_cells(PyObject *self, PyObject *args)
+/* consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]
+ * The row keys (int16 partition + int64 ms + int16 sequence, big-endian) of ``count``
+ * consecutive ids from (timestamp, sequence), the sequence carrying into the next millisecond
+ * after 32767: gateway.rowkey.consecutive_keys without a Python object per step. */
+static PyObject *consecutive_keys(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *topics, *values;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &topics, &PyList_Type, &values))
+    int partition, sequence;
+    long long timestamp;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "iLin", &partition, &timestamp, &sequence, &count))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(values);
-    if (PyList_GET_SIZE(topics) != n) {
-        PyErr_SetString(PyExc_ValueError, "topics and values differ in length");
+    if (partition < 0 || partition > 32767 || sequence < 0 || sequence > 32767 || count < 0 ||
+        timestamp < 0) {
+        PyErr_SetString(PyExc_ValueError, "partition, timestamp, sequence or count out of range");
         return NULL;
     }
-    PyObject *cells = PyList_New(n);
-    if (!cells)
+    PyObject *keys = PyList_New(count);
+    if (!keys)
         return NULL;
+    uint64_t ts = (uint64_t)timestamp;
+    unsigned seq = (unsigned)sequence;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *key = PyBytes_FromStringAndSize(NULL, 12);
+        if (!key) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        uint8_t *k = (uint8_t *)PyBytes_AS_STRING(key);
+        k[0] = (uint8_t)(partition >> 8);
+        k[1] = (uint8_t)partition;
+        for (int b = 0; b < 8; b++)
+            k[2 + b] = (uint8_t)(ts >> (56 - 8 * b));
+        k[10] = (uint8_t)(seq >> 8);
+        k[11] = (uint8_t)seq;
+        PyList_SET_ITEM(keys, i, key);
+        if (++seq > 32767) {
+            seq = 0;
+            ts++;
+        }
+    }
+    return keys;
+}
+
+/* put_cells(put, handle, keys, topics, values) -> None
+ * Calls put(key, topic length + topic + value, handle) for every row (the embedded store's
+ * WriteBatch.put): the loop and the cells without Python bytecode in between. */
+static PyObject *put_cells(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *put, *handle, *keys, *topics, *values;
+    if (!PyArg_ParseTuple(args, "OOO!O!O!", &put, &handle, &PyList_Type, &keys, &PyList_Type,
+                          &topics, &PyList_Type, &values))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(topics) != n || PyList_GET_SIZE(values) != n) {
+        PyErr_SetString(PyExc_ValueError, "keys, topics and values differ in length");
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyList_GET_ITEM(topics, i), *v = PyList_GET_ITEM(values, i);
         if (!PyBytes_Check(t) || !PyBytes_Check(v) || PyBytes_GET_SIZE(t) > 255) {
-            Py_DECREF(cells);
             PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
             return NULL;
         }
         Py_ssize_t tl = PyBytes_GET_SIZE(t), vl = PyBytes_GET_SIZE(v);
         PyObject *cell = PyBytes_FromStringAndSize(NULL, 1 + tl + vl);
-        if (!cell) {
-            Py_DECREF(cells);
+        if (!cell)
             return NULL;
-        }
         char *p = PyBytes_AS_STRING(cell);
         p[0] = (char)(uint8_t)tl;
         memcpy(p + 1, PyBytes_AS_STRING(t), (size_t)tl);
         memcpy(p + 1 + tl, PyBytes_AS_STRING(v), (size_t)vl);
-        PyList_SET_ITEM(cells, i, cell);
+        PyObject *call_args[3] = {PyList_GET_ITEM(keys, i), cell, handle};
+        PyObject *r = PyObject_Vectorcall(put, call_args, 3, NULL);
+        Py_DECREF(cell);
+        if (!r)
+            return NULL;
+        Py_DECREF(r);
     }
-    return cells;
+    Py_RETURN_NONE;
 }
 
 /* ---- HBase: the mutateRows call of the HBase store ------------------------------------- */
@@ -1177,8 +1222,10 @@ static PyMethodDef methods[] = {
      "decode_rows_reply(message, prefix_len) -> (rows, row_count) | None"},
     {"encode_mutate_rows", encode_mutate_rows, METH_VARARGS,
      "encode_mutate_rows(table, prefix, keys, topics, values) -> bytes"},
-    {"encode_cells", encode_cells, METH_VARARGS,
-     "encode_cells(topics, values) -> [topic length + topic + value, ...]"},
+    {"consecutive_keys", consecutive_keys, METH_VARARGS,
+     "consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]"},
+    {"put_cells", put_cells, METH_VARARGS,
+     "put_cells(put, handle, keys, topics, values) -> None"},
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},

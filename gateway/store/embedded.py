@@ -31,7 +31,7 @@ import gevent.lock
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch, WriteOptions
 
 from .. import rowkey
-from .._wirecheck import encode_cells
+from .._wirecheck import put_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
@@ -229,8 +229,7 @@ class EmbeddedStore(PartitionStore):
             if not keys:
                 continue
             floors.setdefault((family, partition), keys[0])
-            for key, cell in zip(keys, encode_cells(topics, values), strict=True):
-                put(key, cell, handle)
+            put_cells(put, handle, keys, topics, values)
         if not batch.len():
             return
         self._db_call(self._db_required().write, batch, self._no_sync)

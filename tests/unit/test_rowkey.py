@@ -1,3 +1,4 @@
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,3 +62,11 @@ def test_consecutive_keys_are_the_keys_of_consecutive_ids(
         (p, t, s) for t, s in rowkey.consecutive_ids(ts, seq, count)
     ]
     assert keys == sorted(keys) and len(set(keys)) == count
+
+
+@pytest.mark.parametrize(
+    "args", [(-1, 0, 0, 1), (32768, 0, 0, 1), (0, -1, 0, 1), (0, 0, 32768, 1), (0, 0, -1, 1)]
+)
+def test_consecutive_keys_refuse_out_of_range_parts(args: tuple[int, int, int, int]) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        rowkey.consecutive_keys(*args)
