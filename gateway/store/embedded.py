@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +73,45 @@ class _Group:
         self.floors: dict[tuple[str, int], bytes] = {}
 
 
+class _Cursors:
+    """Iterators of scans that stopped at their row limit, kept for the call that goes on.
+
+    A lagging consumer reads a partition in chunks (``messageScannerGetList``); a fresh RocksDB
+    iterator per chunk seeks again in the memtables and in every level (every L0 file spans
+    all partitions), which made reading a large backlog markedly slower than reading fresh
+    data. An iterator pins the memtables and files it reads, so few are kept, briefly: at
+    most ``MAX`` for at most ``MAX_AGE`` seconds, and none across a dropped column family.
+    Keyed by (column family, partition, reverse) and the bound the next call starts from.
+    """
+
+    MAX = 256
+    MAX_AGE = 5.0
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple[str, int, bool, bytes], tuple[float, Any]] = OrderedDict()
+
+    def take(self, slot: tuple[str, int, bool], start: bytes) -> Any:
+        entry = self._kept.pop((*slot, start), None)
+        if entry is None or time.monotonic() - entry[0] > self.MAX_AGE:
+            return None
+        return entry[1]
+
+    def keep(self, slot: tuple[str, int, bool], start: bytes, items: Any) -> None:
+        kept = self._kept
+        now = time.monotonic()
+        while kept and (len(kept) >= self.MAX or now - next(iter(kept.values()))[0] > self.MAX_AGE):
+            kept.popitem(last=False)
+        kept[(*slot, start)] = (now, items)
+
+    def drop(self, family: str | None = None) -> None:
+        """Forgets the iterators of ``family`` (all, if None)."""
+        if family is None:
+            self._kept.clear()
+            return
+        for key in [k for k in self._kept if k[0] == family]:
+            del self._kept[key]
+
+
 class EmbeddedStore(PartitionStore):
     def __init__(self, data_dir: str | os.PathLike[str], *, ttl_sweep_interval: float = 60.0):
         if ttl_sweep_interval <= 0:
@@ -80,6 +121,7 @@ class EmbeddedStore(PartitionStore):
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
         self._families: dict[str, tuple[Rdict, Any]] = {}  # cf name -> (cf Rdict, cf handle)
+        self._cursors = _Cursors()
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
         self._current = _Group()
@@ -128,6 +170,7 @@ class EmbeddedStore(PartitionStore):
         if self._committer is not None:
             self._committer.join()
         self._families.clear()
+        self._cursors.drop()
         if self._db is not None:
             try:
                 self._db.flush_wal(True)
@@ -246,37 +289,63 @@ class EmbeddedStore(PartitionStore):
         topics: Collection[bytes] | None,
         limit: int,
     ) -> ScanResult:
+        family = self._family_name(queue)
         cf, _ = self._family(queue)
-        floor = self._pending_floor(self._family_name(queue), partition)
+        floor = self._pending_floor(family, partition)
         if floor is not None and floor < upper:
             upper = floor
         if lower >= upper:
             return ScanResult([], None, 0)
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(upper)
-        # items() steps the iterator once per row (iter() needs key, value and next calls);
-        # backwards it starts at the last key below ``upper``.
-        items: Any = cf.items(backwards=reverse, from_key=upper if reverse else lower, read_opt=ro)
+        # A scan that goes on where an earlier one stopped reuses that one's iterator (see
+        # _Cursors): no new seek through the memtables and every level.
+        start = upper if reverse else lower
+        slot = (family, partition, reverse)
+        items = self._cursors.take(slot, start)
+        kept = items is not None
+        if items is None:
+            items = self._iterate(cf, start, upper, reverse)
         rows: list[Row] = []
         append = rows.append
         unpack = _KEY.unpack
         size = 0
         budget = MAX_EXAMINED_PER_SCAN
-        for key, cell in items:
-            if key < lower:  # rocksdict ignores iterate_lower_bound; enforce it ourselves
-                break
-            n = cell[0] + 1
-            topic = cell[1:n]
-            if topics is None or topic in topics:
-                _, ts, seq = unpack(key)
-                append((ts, seq, topic, cell[n:]))
-                size += len(cell)
-                if len(rows) >= limit:
+        while True:
+            for key, cell in items:
+                if key < lower or key >= upper:  # lower: rocksdict ignores iterate_lower_bound
+                    return ScanResult(rows, None, size)
+                n = cell[0] + 1
+                topic = cell[1:n]
+                if topics is None or topic in topics:
+                    _, ts, seq = unpack(key)
+                    append((ts, seq, topic, cell[n:]))
+                    size += len(cell)
+                    if len(rows) >= limit:
+                        self._cursors.keep(slot, key if reverse else key + b"\x00", items)
+                        return ScanResult(rows, key, size)
+                budget -= 1
+                if not budget:
+                    self._cursors.keep(slot, key if reverse else key + b"\x00", items)
                     return ScanResult(rows, key, size)
-            budget -= 1
-            if not budget:
-                return ScanResult(rows, key, size)
-        return ScanResult(rows, None, size)
+            if not kept:
+                return ScanResult(rows, None, size)
+            # A kept iterator sees the store as it was when it was made: its end is not the
+            # range's end. Newer rows sort after it (ids grow), so a forward scan goes on from
+            # where it got to with a fresh iterator; a reverse one has seen everything below.
+            if reverse:
+                return ScanResult(rows, None, size)
+            kept = False
+            resume = rowkey.encode(partition, rows[-1][0], rows[-1][1]) + b"\x00" if rows else lower
+            if resume >= upper:
+                return ScanResult(rows, None, size)
+            items = self._iterate(cf, resume, upper, reverse)
+
+    @staticmethod
+    def _iterate(cf: Rdict, start: bytes, upper: bytes, reverse: bool) -> Any:
+        ro = ReadOptions()
+        ro.set_iterate_upper_bound(upper)
+        # items() steps the iterator once per row (iter() needs key, value and next calls);
+        # backwards it starts at the last key below ``upper``.
+        return iter(cf.items(backwards=reverse, from_key=start, read_opt=ro))
 
     # -- group commit ---------------------------------------------------------------------
 
@@ -411,6 +480,7 @@ class EmbeddedStore(PartitionStore):
 
     def _drop_family(self, name: str) -> None:
         self._families.pop(name, None)
+        self._cursors.drop(name)
         self._db_call(self._db_required().drop_column_family, name)
 
     def _next_generation(self) -> int:

@@ -191,8 +191,12 @@ def run(ctx: Context) -> Result:
     # leave room for one scanner after the latest start point (the fill's rate was steady)
     hi_start = hi_ms - int((hi_ms - lo_ms) * scan_room / (backlog / bg.PARTITIONS)) - 1
 
+    def settle() -> float:
+        # both gateways: the other one's compaction would otherwise land in this run
+        return ctx.quiesce(empty) + ctx.quiesce(full)
+
     def put(server: bg.Server, reset: bool) -> dict[str, Any]:
-        waited = ctx.quiesce(server)
+        waited = settle()
         r = bg.measure(server, "put", "lean", CLIENTS, ctx.warmup, ctx.duration, 0)
         if reset:
             bg.reset_puts(server)
@@ -200,7 +204,7 @@ def run(ctx: Context) -> Result:
         return r
 
     def scan(server: bg.Server, queue: bytes, lo: int | None, hi: int | None) -> dict[str, Any]:
-        waited = ctx.quiesce(server)
+        waited = settle()
         r = bg.measure(server, "scan", "lean", CLIENTS, ctx.warmup, ctx.duration, 0,
                        factory=lambda spec: WindowScan(spec, queue, lo, hi))  # fmt: skip
         r["idle_wait_s"] = waited
