@@ -886,8 +886,13 @@ def reset_puts(server: Server) -> None:
 def quiesce(server: Server, timeout: float = 15.0) -> float:
     """Waits (at most ``timeout`` s) until the server is idle: under 5 % of a core over 0.25 s,
     so background work left by the previous run (flushes, compactions, AOF rewrites) does not
-    land in the next one. Returns the seconds waited."""
+    land in the next one. Returns the seconds waited.
+
+    It first writes every dirty page to disk (``sync``): what earlier runs wrote would
+    otherwise still be on its way to the disk during this run, and the run's own fsyncs would
+    queue behind it."""
     start = time.monotonic()
+    os.sync()
     while time.monotonic() - start < timeout:
         before = cpu_seconds(server.pid)
         time.sleep(0.25)

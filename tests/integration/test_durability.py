@@ -117,10 +117,11 @@ def test_expired_messages_are_deleted_from_disk(
     from rocksdict import Rdict
 
     path = str(gw.data_dir / "rocksdb")
-    family = next(n for n in Rdict.list_cf(path) if n.startswith(queue_name + "@"))
+    families = [n for n in Rdict.list_cf(path) if n.startswith(queue_name + "@")]
+    assert len(families) == 3  # one per partition (region)
     db = Rdict(path)  # opens every column family as stored
     try:
-        rows = [v for _, v in db.get_column_family(family).items()]
+        rows = [v for f in families for _, v in db.get_column_family(f).items()]
     finally:
         db.close()
     assert [v[2:] for v in rows] == [b"keep"]  # value = topic length, topic, body

@@ -111,6 +111,100 @@ def test_kept_iterators_are_bounded_in_number_and_age(monkeypatch: pytest.Monkey
     cursors.keep(("f", 1, False), b"k", iter([1]))
     now[0] += embedded._Cursors.MAX_AGE + 1
     assert cursors.take(("f", 1, False), b"k") is None  # too old to trust
+    cursors.keep(("h", 1, False), b"k", iter([1]))
+    now[0] += embedded._Cursors.MAX_AGE + 1
+    cursors.expire()  # without any scan going on
+    assert not cursors._kept
     cursors.keep(("g", 1, False), b"k", iter([1]))
     cursors.drop("g")
     assert cursors.take(("g", 1, False), b"k") is None
+
+
+@pytest.mark.parametrize(
+    ("partitions", "config", "families"),
+    [
+        (1, {}, 1),
+        (8, {}, 8),
+        (16, {}, 16),
+        (17, {}, 9),  # two partitions per family past 16
+        (32767, {}, 16),
+        (32, {"hbase.hqueue.partitionsPerRegion": "4"}, 8),
+        (10, {"hbase.hqueue.partitionsPerRegion": "4"}, 3),
+    ],
+)
+def test_a_queue_gets_a_family_per_region_and_at_most_16(
+    partitions: int, config: dict[str, str], families: int
+) -> None:
+    assert embedded.families_for(QueueMeta("q", partitions, 60, config=config)) == families
+    # past the budget of all queues together: one family
+    over = embedded.FAMILY_BUDGET - families + 1
+    assert embedded.families_for(QueueMeta("q", partitions, 60, config=config), over) == 1
+
+
+def test_queues_past_the_family_budget_share_one_family(store: EmbeddedStore) -> None:
+    full = embedded.FAMILY_BUDGET // embedded.MAX_FAMILIES_PER_QUEUE
+    for i in range(full):
+        store.create_queue(QueueMeta(f"q{i}", 16, 3600))
+    assert store._families_in_use() == embedded.FAMILY_BUDGET
+    late = store.create_queue(QueueMeta("late", 4, 3600))
+    ids = {p: put(store, late, p, T0 + p, 10) for p in range(4)}
+    assert all(read_all(store, late, p) == ids[p] for p in range(4))
+    store.delete_queue("q0")  # frees 16: a truncate of the late queue spreads it out
+    late = store.truncate_queue("late")
+    assert store._families_in_use() == embedded.FAMILY_BUDGET - 16 + 4
+
+
+def test_partitions_sharing_a_family_stay_apart(store: EmbeddedStore) -> None:
+    meta = store.create_queue(
+        QueueMeta("q", 10, 3600, config={"hbase.hqueue.partitionsPerRegion": "4"})
+    )
+    ids = {p: put(store, meta, p, T0 + p, 50 + p) for p in range(10)}
+    for p in range(10):
+        assert read_all(store, meta, p, limit=7) == ids[p]
+        assert read_all(store, meta, p, reverse=True, limit=7) == ids[p][::-1]
+        last = store.last_id(meta, p)
+        assert last is not None and (last.timestamp, last.sequence) == ids[p][-1]
+    # a TTL sweep far in the future empties every partition of every family
+    assert store.sweep_expired(now_ms=T0 + 10 * 3600_000) == 10
+    assert all(read_all(store, meta, p) == [] for p in range(10))
+
+
+def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -> None:
+    """A data dir written before regions: queue metadata without 'families', all partitions in
+    one column family <name>@<generation>."""
+    from rocksdict import Rdict, WriteBatch
+
+    db = Rdict(str(tmp_path / "rocksdb"), embedded._options())
+    meta = QueueMeta("old", 3, 3600, generation=1)
+    db.put(b"queue\x00old", meta.to_json())
+    db.put(b"generation", b"1")
+    db.create_column_family("old@1", embedded._options())
+    batch = WriteBatch(raw_mode=True)
+    handle = db.get_column_family_handle("old@1")
+    for p in range(3):
+        for key in rowkey.consecutive_keys(p, T0, 0, 5):
+            batch.put(key, rowkey.encode_cell(b"t", b"v"), handle)
+    db.write(batch)
+    del batch, handle  # they hold the database open
+    db.close()
+
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        meta = s.get_queue("old")
+        assert meta is not None
+        assert [len(read_all(s, meta, p)) for p in range(3)] == [5, 5, 5]
+        put(s, meta, 1, T0 + 1, 3)
+        assert len(read_all(s, meta, 1)) == 8
+        new = s.truncate_queue("old")  # the new generation gets a family per partition
+        put(s, new, 2, T0 + 2, 4)
+        assert [len(read_all(s, new, p)) for p in range(3)] == [0, 0, 4]
+    finally:
+        s.stop()
+    from rocksdict import Rdict as R
+
+    assert sorted(n for n in R.list_cf(str(tmp_path / "rocksdb")) if n != "default") == [
+        "old@2#0",
+        "old@2#1",
+        "old@2#2",
+    ]
