@@ -518,6 +518,36 @@ typedef struct {
 
 static int rd_need(Reader *r, int64_t n) { return r->pos + n <= r->len; }
 
+/* A binary string at r->pos: its offset and length. 1 ok, 0 truncated. */
+static int rd_str(Reader *r, int64_t *at, int64_t *len)
+{
+    if (!rd_need(r, 4))
+        return 0;
+    int64_t n = be32(r->buf + r->pos);
+    r->pos += 4;
+    if (n < 0 || !rd_need(r, n))
+        return 0;
+    *at = r->pos;
+    *len = n;
+    r->pos += n;
+    return 1;
+}
+
+/* A field header: its type (0 at the end of a struct) and id. 1 ok, 0 truncated. */
+static int rd_field(Reader *r, uint8_t *type, int16_t *id)
+{
+    if (!rd_need(r, 1))
+        return 0;
+    *type = r->buf[r->pos++];
+    if (*type == 0)
+        return 1;
+    if (!rd_need(r, 2))
+        return 0;
+    *id = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+    r->pos += 2;
+    return 1;
+}
+
 /* Skips one value of binary type t (the message is already checked, so sizes are sane). */
 static int rd_skip(Reader *r, uint8_t t, int depth)
 {
@@ -579,30 +609,18 @@ static int rd_message(Reader *r, int with_pid, int64_t max_value, PyObject *topi
 {
     int64_t topic_at = -1, topic_len = 0, value_at = -1, value_len = 0;
     for (;;) {
-        if (!rd_need(r, 1))
+        uint8_t ft;
+        int16_t fid = 0;
+        if (!rd_field(r, &ft, &fid))
             return 0;
-        uint8_t ft = r->buf[r->pos++];
         if (ft == 0)
             break;
-        if (!rd_need(r, 2))
-            return 0;
-        int16_t fid = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
-        r->pos += 2;
-        if ((fid == 3 || fid == 4) && ft == 11) {
-            if (!rd_need(r, 4))
+        if (fid == 3 && ft == 11) {
+            if (!rd_str(r, &topic_at, &topic_len))
                 return 0;
-            int64_t n = be32(r->buf + r->pos);
-            r->pos += 4;
-            if (n < 0 || !rd_need(r, n))
+        } else if (fid == 4 && ft == 11) {
+            if (!rd_str(r, &value_at, &value_len))
                 return 0;
-            if (fid == 3) {
-                topic_at = r->pos;
-                topic_len = n;
-            } else {
-                value_at = r->pos;
-                value_len = n;
-            }
-            r->pos += n;
         } else if (fid == 2 && ft == 6 && with_pid) {
             r->pos += 2; /* overridden by the call's partitionID */
         } else {
@@ -671,30 +689,23 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
 
     /* arguments */
     for (;;) {
-        if (!rd_need(&r, 1))
+        uint8_t ft;
+        int16_t fid = 0;
+        if (!rd_field(&r, &ft, &fid))
             goto done;
-        uint8_t ft = r.buf[r.pos++];
         if (ft == 0)
             break;
-        if (!rd_need(&r, 2))
-            goto done;
-        int16_t fid = (int16_t)((r.buf[r.pos] << 8) | r.buf[r.pos + 1]);
-        r.pos += 2;
         int msgs_fid = with_pid ? 3 : 2;
         if (fid == 1 && ft == 11) {
-            if (!rd_need(&r, 4))
-                goto done;
-            int64_t n = be32(r.buf + r.pos);
-            r.pos += 4;
-            if (n < 0 || !rd_need(&r, n))
+            int64_t at, n;
+            if (!rd_str(&r, &at, &n))
                 goto done;
             Py_XDECREF(queue);
-            queue = PyBytes_FromStringAndSize((const char *)r.buf + r.pos, n);
+            queue = PyBytes_FromStringAndSize((const char *)r.buf + at, n);
             if (!queue) {
                 error = 1;
                 goto done;
             }
-            r.pos += n;
         } else if (with_pid && fid == 2 && ft == 6) {
             if (!rd_need(&r, 2))
                 goto done;
@@ -1058,33 +1069,6 @@ fail:
  * without its first prefix_len bytes ("message:"); row_count counts the TRowResults. None
  * when anything is unusual (an exception in the reply, a row key that is not
  * ours, fields out of order): the caller then decodes it the generic way. */
-static int rd_str(Reader *r, int64_t *at, int64_t *len)
-{
-    if (!rd_need(r, 4))
-        return 0;
-    int64_t n = be32(r->buf + r->pos);
-    r->pos += 4;
-    if (n < 0 || !rd_need(r, n))
-        return 0;
-    *at = r->pos;
-    *len = n;
-    r->pos += n;
-    return 1;
-}
-
-static int rd_field(Reader *r, uint8_t *type, int16_t *id)
-{
-    if (!rd_need(r, 1))
-        return 0;
-    *type = r->buf[r->pos++];
-    if (*type == 0)
-        return 1;
-    if (!rd_need(r, 2))
-        return 0;
-    *id = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
-    r->pos += 2;
-    return 1;
-}
 
 /* One TCell: its value. 1 ok, 0 unusual. */
 static int rd_cell(Reader *r, int64_t *at, int64_t *len)
