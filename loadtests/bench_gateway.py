@@ -71,7 +71,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,18 @@ def encode_call(name: str, args: Any) -> bytes:
     proto.write_struct(args)
     proto.write_message_end()
     return buf.getvalue()
+
+
+def encode_puts(
+    t: Any, queue: bytes, partitions: Iterable[int], values: list[bytes]
+) -> list[bytes]:
+    """Encoded ``putMessagesWithPid`` calls of ``values`` (topic TOPIC), one per partition."""
+    msgs = [t.TMessage(topic=TOPIC, value=v) for v in values]
+    make = t.HQueueService.putMessagesWithPid_args
+    return [
+        encode_call("putMessagesWithPid", make(queueName=queue, partitionID=p, tMessages=msgs))
+        for p in partitions
+    ]
 
 
 def encode_struct(obj: Any) -> bytes:
@@ -408,20 +420,12 @@ class ThriftPut(Workload):
         if spec.mode == "lean":
             self.c = LeanThrift(spec.host, spec.port)
             t = self.c.t
-            msgs = [t.TMessage(topic=TOPIC, value=v) for v in values]
             svc = t.HQueueService
             if spec.op == "put":
-                self.requests = [
-                    encode_call(
-                        "putMessagesWithPid",
-                        svc.putMessagesWithPid_args(
-                            queueName=PUT_QUEUE, partitionID=p, tMessages=msgs
-                        ),
-                    )
-                    for p in range(PARTITIONS)
-                ]
+                self.requests = encode_puts(t, PUT_QUEUE, range(PARTITIONS), values)
                 self.result = svc.putMessagesWithPid_result
             else:
+                msgs = [t.TMessage(topic=TOPIC, value=v) for v in values]
                 self.requests = [
                     encode_call(
                         "putMessages", svc.putMessages_args(queueName=PUT_QUEUE, tMessages=msgs)
@@ -910,7 +914,7 @@ def _sleep_until(t: float) -> None:
         time.sleep(delay)
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
     values = sorted(values)
@@ -974,8 +978,8 @@ def measure(
         "msgs_per_s": messages / duration,
         "messages": messages,
         "calls": sum(r["calls"] for r in reports),
-        "latency_ms_p50": _percentile(lat, 0.5) * 1e3,
-        "latency_ms_p99": _percentile(lat, 0.99) * 1e3,
+        "latency_ms_p50": percentile(lat, 0.5) * 1e3,
+        "latency_ms_p99": percentile(lat, 0.99) * 1e3,
         "server_cpu": server_cpu / duration,  # cores busy
         "clients_cpu": sum(r["cpu_s"] for r in reports) / duration,
         "per_client_msgs_per_s": [r["messages"] / duration for r in reports],  # fairness

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loadtests.bench_gateway import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = ROOT / "loadtests" / "results" / "bench_push.json"
 BODY = 100
@@ -159,11 +161,6 @@ def start_subscriber(
 
 
 # -- measurements ---------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def latency(workdir: Path, port: int, rate: int, seconds: float) -> dict[str, Any]:

@@ -49,16 +49,10 @@ def _filler_main(port: int, queue: bytes, partitions: list[int], calls: int, con
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         c = bg.LeanThrift(bg.HOST, port)
-        t = c.t
-        svc = t.HQueueService
-        msgs = [t.TMessage(topic=bg.TOPIC, value=v) for v in bg.make_values(3000 + partitions[0])]
-        requests = [
-            bg.encode_call("putMessagesWithPid", svc.putMessagesWithPid_args(
-                queueName=queue, partitionID=p, tMessages=msgs))
-            for p in partitions
-        ]  # fmt: skip
+        requests = bg.encode_puts(c.t, queue, partitions, bg.make_values(3000 + partitions[0]))
+        result = c.t.HQueueService.putMessagesWithPid_result
         for i in range(calls):
-            c.call(requests[i % len(requests)], svc.putMessagesWithPid_result)
+            c.call(requests[i % len(requests)], result)
         c.close()
         conn.send(("ok", None))
     except BaseException:

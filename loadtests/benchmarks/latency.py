@@ -38,28 +38,15 @@ GRACE_S = 2.0
 BEND_FACTOR = 3.0  # the knee: p99 above this times the p99 at the lowest load
 
 
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
 def _producer_main(port: int, client: int, calls_per_s: float, conn: Any) -> None:
     """An open-loop producer: sends on schedule, reports latencies from the scheduled times."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         c = bg.LeanThrift(bg.HOST, port)
-        t = c.t
-        svc = t.HQueueService
-        msgs = [t.TMessage(topic=bg.TOPIC, value=v)
-                for v in bg.make_values(2000 + client, BATCH, bg.VALUE_BYTES)]  # fmt: skip
-        requests = [
-            bg.encode_call("putMessagesWithPid", svc.putMessagesWithPid_args(
-                queueName=bg.PUT_QUEUE, partitionID=p, tMessages=msgs))
-            for p in range(bg.PARTITIONS)
-        ]  # fmt: skip
+        svc = c.t.HQueueService
+        values = bg.make_values(2000 + client, BATCH, bg.VALUE_BYTES)
+        requests = bg.encode_puts(c.t, bg.PUT_QUEUE, range(bg.PARTITIONS), values)
         conn.send(("ready", None))
         warm_start, start_at, end_at = conn.recv()
         interval = 1.0 / calls_per_s
@@ -145,9 +132,9 @@ def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[st
         "achieved_msgs_per_s": sum(r["done"] for r in reports) * BATCH / ctx.duration,
         "scheduled_calls": scheduled,
         "missing_calls": scheduled - sent,
-        "p50_ms": _percentile(lat, 0.5) * 1e3,
-        "p90_ms": _percentile(lat, 0.9) * 1e3,
-        "p99_ms": _percentile(lat, 0.99) * 1e3,
+        "p50_ms": bg.percentile(lat, 0.5) * 1e3,
+        "p90_ms": bg.percentile(lat, 0.9) * 1e3,
+        "p99_ms": bg.percentile(lat, 0.99) * 1e3,
         "max_ms": max(lat) * 1e3 if lat else float("nan"),
     }
 
