@@ -113,6 +113,7 @@ class _Layout(NamedTuple):
     consecutive partitions each; ``legacy``: the one family of queues made before regions."""
 
     base: str  # <name>@<generation>
+    generation: int
     families: int
     span: int
     legacy: bool
@@ -121,8 +122,9 @@ class _Layout(NamedTuple):
     def of(cls, meta: QueueMeta, families: int | None) -> _Layout:
         base = f"{meta.name}@{meta.generation}"
         if families is None:
-            return cls(base, 1, max(1, meta.partitions), True)
-        return cls(base, families, -(-meta.partitions // families), False)
+            return cls(base, meta.generation, 1, max(1, meta.partitions), True)
+        span = -(-meta.partitions // families)
+        return cls(base, meta.generation, families, span, False)
 
     def names(self) -> list[str]:
         if self.legacy:
@@ -199,7 +201,6 @@ class EmbeddedStore(PartitionStore):
         self._queues: dict[str, QueueMeta] = {}
         # queue name -> (its layout, [(column family Rdict, handle)] by region)
         self._families: dict[str, tuple[_Layout, list[tuple[Rdict, Any]]]] = {}
-        self._layouts: dict[str, _Layout] = {}  # queue name -> layout of its current generation
         self._cursors = _Cursors()
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
@@ -222,20 +223,21 @@ class EmbeddedStore(PartitionStore):
             self._db = Rdict(str(self.path), _options(), column_families=families)
         except Exception as exc:  # rocksdict raises plain Exception
             raise StoreError(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        layouts: dict[str, _Layout] = {}
         for key, value in self._db.items(from_key=_META_PREFIX):
             assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
             if not key.startswith(_META_PREFIX):
                 break
             meta = QueueMeta.from_json(key[len(_META_PREFIX) :].decode(), value)
             self._queues[meta.name] = meta
-            self._layouts[meta.name] = _Layout.of(meta, json.loads(value).get("families"))
-        live = {name for layout in self._layouts.values() for name in layout.names()}
+            layouts[meta.name] = _Layout.of(meta, json.loads(value).get("families"))
+        live = {name for layout in layouts.values() for name in layout.names()}
         for name in existing:
             if name != "default" and name not in live:  # left over by a crash mid-truncate
                 log.info("dropping orphaned column family %s", name)
                 self._db.drop_column_family(name)
-        for meta in self._queues.values():
-            self._open_families(meta.name, self._layouts[meta.name], create=False)
+        for name, layout in layouts.items():
+            self._open_families(name, layout, create=False)
         self._running = True
         self._committer = gevent.spawn(self._commit_loop)
         self._sweeper = gevent.spawn(self._sweep_loop)
@@ -278,7 +280,6 @@ class EmbeddedStore(PartitionStore):
             meta = meta.with_changes(generation=self._next_generation())
             layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
             self._open_families(meta.name, layout, create=True)
-            self._layouts[meta.name] = layout
             self._save_meta(meta)
             self._queues[meta.name] = meta
             return meta
@@ -289,7 +290,6 @@ class EmbeddedStore(PartitionStore):
             self._db_call(self._db_required().delete, _META_PREFIX + name.encode(), self._no_sync)
             self._await_sync()
             del self._queues[name]
-            del self._layouts[name]
             self._drop_families(name)
 
     def truncate_queue(self, name: str) -> QueueMeta:
@@ -299,7 +299,6 @@ class EmbeddedStore(PartitionStore):
             old_families = self._families.pop(name)
             layout = _Layout.of(new, families_for(new, self._families_in_use()))
             self._open_families(name, layout, create=True)
-            self._layouts[name] = layout
             self._save_meta(new)
             self._queues[name] = new
             self._drop(old_families[0])
@@ -359,8 +358,8 @@ class EmbeddedStore(PartitionStore):
         for partition, keys, topics, values in batches:
             if not keys:
                 continue
-            family, (_, handle) = self._family(queue, partition)
-            floors.setdefault((family, partition), keys[0])
+            layout, (_, handle) = self._family(queue, partition)
+            floors.setdefault((layout.base, partition), keys[0])
             put_cells(put, handle, keys, topics, values)
         if not batch.len():
             return
@@ -378,7 +377,8 @@ class EmbeddedStore(PartitionStore):
         topics: Collection[bytes] | None,
         limit: int,
     ) -> ScanResult:
-        family, (cf, _) = self._family(queue, partition)
+        layout, (cf, _) = self._family(queue, partition)
+        family = layout.base
         floor = self._pending_floor(family, partition)
         if floor is not None and floor < upper:
             upper = floor
@@ -512,7 +512,7 @@ class EmbeddedStore(PartitionStore):
         swept = partition = 0
         touched: dict[int, tuple[Rdict, int, int]] = {}  # region -> (family, first, last)
         while partition < meta.partitions and self._queues.get(meta.name) == meta:
-            layout, (cf, _) = self._family_of(meta, partition)
+            layout, (cf, _) = self._family(meta, partition)
             region_end = min(meta.partitions, (partition // layout.span + 1) * layout.span)
             it = cf.iter(ReadOptions())
             it.seek(rowkey.partition_start(partition))
@@ -557,20 +557,16 @@ class EmbeddedStore(PartitionStore):
             raise InvalidArgument("queueName", f"queue '{name}' does not exist")
         return meta
 
-    def _family_of(self, meta: QueueMeta, partition: int) -> tuple[_Layout, tuple[Rdict, Any]]:
+    def _family(self, meta: QueueMeta, partition: int) -> tuple[_Layout, tuple[Rdict, Any]]:
+        """The column family (Rdict, handle) holding ``partition`` of ``meta``'s generation,
+        and that generation's layout (floors and kept iterators are filed under its base)."""
         entry = self._families.get(meta.name)
-        if entry is None or entry[0].base != f"{meta.name}@{meta.generation}":
+        if entry is None or entry[0].generation != meta.generation:
             raise InvalidArgument(
                 "queueName", f"queue '{meta.name}' was truncated or deleted meanwhile"
             )
         layout, families = entry
         return layout, families[partition // layout.span]
-
-    def _family(self, meta: QueueMeta, partition: int) -> tuple[str, tuple[Rdict, Any]]:
-        """The column family holding ``partition`` of ``meta``'s generation, and the name of
-        that generation (what floors and kept iterators are filed under)."""
-        layout, family = self._family_of(meta, partition)
-        return layout.base, family
 
     def _families_in_use(self) -> int:
         return sum(layout.families for layout, _ in self._families.values())
@@ -606,7 +602,7 @@ class EmbeddedStore(PartitionStore):
 
     def _save_meta(self, meta: QueueMeta) -> None:
         db = self._db_required()
-        layout = self._layouts[meta.name]
+        layout = self._families[meta.name][0]
         extra = {} if layout.legacy else {"families": layout.families}
         raw = meta.to_json(**extra)
         self._db_call(db.put, _META_PREFIX + meta.name.encode(), raw, self._no_sync)
