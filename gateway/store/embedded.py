@@ -149,10 +149,10 @@ class _Cursors:
     """Iterators of scans that stopped at their row limit, kept for the call that goes on.
 
     A lagging consumer reads a partition in chunks (``messageScannerGetList``); a fresh RocksDB
-    iterator per chunk seeks again in the memtables and in every level (every L0 file spans
-    all partitions), which made reading a large backlog markedly slower than reading fresh
-    data. An iterator pins the memtables and files it reads, so few are kept, briefly: at
-    most ``MAX`` for at most ``MAX_AGE`` seconds, and none across a dropped column family.
+    iterator per chunk seeks again in the memtables and in every level, which made reading a
+    large backlog markedly slower than reading fresh data. An iterator pins the memtables and
+    files it reads, so few are kept, briefly: at most ``MAX`` for at most ``MAX_AGE`` seconds,
+    and none across a dropped column family.
     Keyed by (column family, partition, reverse) and the bound the next call starts from.
     """
 
@@ -169,11 +169,11 @@ class _Cursors:
         return entry[1]
 
     def keep(self, slot: tuple[str, int, bool], start: bytes, items: Any) -> None:
+        self.expire()
         kept = self._kept
-        now = time.monotonic()
-        while kept and (len(kept) >= self.MAX or now - next(iter(kept.values()))[0] > self.MAX_AGE):
+        while len(kept) >= self.MAX:
             kept.popitem(last=False)
-        kept[(*slot, start)] = (now, items)
+        kept[(*slot, start)] = (time.monotonic(), items)
 
     def expire(self) -> None:
         """Forgets the iterators too old to reuse, so none pins memory once scans stop."""
