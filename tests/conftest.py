@@ -174,14 +174,20 @@ class GatewayFactory:
             gw.kill()
 
 
+def attach_logs(request: Any, title: str, source: Any) -> None:
+    """Shows ``source.logs()`` under ``title`` in the report of the test if it fails."""
+    if not hasattr(request.node, "_log_sources"):
+        request.node._log_sources = []
+    request.node._log_sources.append((title, source))
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed:
-        factory = getattr(item, "_gateway_factory", None)
-        if factory is not None:
-            report.sections.append(("gateway logs", factory.logs()))
+        for title, source in getattr(item, "_log_sources", []):
+            report.sections.append((title, source.logs()))
 
 
 @contextlib.contextmanager
@@ -234,7 +240,7 @@ def store(request: Any) -> str:
 def start_gateway(request: Any, tmp_path: Path, store: str) -> Iterator[GatewayFactory]:
     """Starts gateways: ``start_gateway("--framed", data_dir=...)`` -> GatewayProcess."""
     factory = GatewayFactory(tmp_path, store)
-    request.node._gateway_factory = factory
+    attach_logs(request, "gateway logs", factory)
     yield factory
     factory.close()
 

@@ -22,7 +22,14 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, GatewayFactory, GatewayProcess, free_port, wait_until
+from tests.conftest import (
+    ROOT,
+    GatewayFactory,
+    GatewayProcess,
+    attach_logs,
+    free_port,
+    wait_until,
+)
 
 ZOOKEEPER_JAR = Path(os.environ.get("HQUEUE_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 
@@ -237,21 +244,11 @@ class SubscriberFactory:
                 sub.kill()
 
 
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
-    outcome = yield
-    report = outcome.get_result()
-    if report.when == "call" and report.failed:
-        factory = getattr(item, "_subscriber_factory", None)
-        if factory is not None:
-            report.sections.append(("subscriber logs", factory.logs()))
-
-
 @pytest.fixture
 def start_subscriber(request: Any, tmp_path: Path) -> Iterator[SubscriberFactory]:
     """Starts subscriber processes: ``start_subscriber(gw, queue, name, *flags)``."""
     factory = SubscriberFactory(tmp_path)
-    request.node._subscriber_factory = factory
+    attach_logs(request, "subscriber logs", factory)
     yield factory
     factory.close()
 
