@@ -1,9 +1,10 @@
-"""Only the C extension lives here; everything else is in pyproject.toml."""
+"""Only the C extensions live here; everything else is in pyproject.toml."""
 
 from setuptools import Extension, setup
 
 setup(
     ext_modules=[
         Extension("gateway._wirecheck", ["gateway/_wirecheck.c"], extra_compile_args=["-O2"]),
+        Extension("gateway._wal", ["gateway/_wal.c"], extra_compile_args=["-O2"]),
     ]
 )

@@ -939,45 +939,6 @@ static PyObject *consecutive_keys(PyObject *self, PyObject *args)
     return keys;
 }
 
-/* put_cells(put, handle, keys, topics, values) -> None
- * Calls put(key, topic length + topic + value, handle) for every row (the embedded store's
- * WriteBatch.put): the loop and the cells without Python bytecode in between. */
-static PyObject *put_cells(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *put, *handle, *keys, *topics, *values;
-    if (!PyArg_ParseTuple(args, "OOO!O!O!", &put, &handle, &PyList_Type, &keys, &PyList_Type,
-                          &topics, &PyList_Type, &values))
-        return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(topics) != n || PyList_GET_SIZE(values) != n) {
-        PyErr_SetString(PyExc_ValueError, "keys, topics and values differ in length");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(topics, i), *v = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(t) || !PyBytes_Check(v) || PyBytes_GET_SIZE(t) > 255) {
-            PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
-            return NULL;
-        }
-        Py_ssize_t tl = PyBytes_GET_SIZE(t), vl = PyBytes_GET_SIZE(v);
-        PyObject *cell = PyBytes_FromStringAndSize(NULL, 1 + tl + vl);
-        if (!cell)
-            return NULL;
-        char *p = PyBytes_AS_STRING(cell);
-        p[0] = (char)(uint8_t)tl;
-        memcpy(p + 1, PyBytes_AS_STRING(t), (size_t)tl);
-        memcpy(p + 1 + tl, PyBytes_AS_STRING(v), (size_t)vl);
-        PyObject *call_args[3] = {PyList_GET_ITEM(keys, i), cell, handle};
-        PyObject *r = PyObject_Vectorcall(put, call_args, 3, NULL);
-        Py_DECREF(cell);
-        if (!r)
-            return NULL;
-        Py_DECREF(r);
-    }
-    Py_RETURN_NONE;
-}
-
 /* ---- HBase: the mutateRows call of the HBase store ------------------------------------- */
 
 static void put_bytes(Out *o, const char *p, Py_ssize_t n)
@@ -1208,8 +1169,6 @@ static PyMethodDef methods[] = {
      "encode_mutate_rows(table, prefix, keys, topics, values) -> bytes"},
     {"consecutive_keys", consecutive_keys, METH_VARARGS,
      "consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]"},
-    {"put_cells", put_cells, METH_VARARGS,
-     "put_cells(put, handle, keys, topics, values) -> None"},
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},

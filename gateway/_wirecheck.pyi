@@ -1,8 +1,5 @@
 """Type stubs for the C extension gateway/_wirecheck.c."""
 
-from collections.abc import Callable
-from typing import Any
-
 def scan(
     buffer: bytes | bytearray | memoryview,
     compact: bool,
@@ -21,13 +18,6 @@ def encode_messages_reply(
     rows: list[tuple[int, int, bytes, bytes]],
 ) -> bytes: ...
 def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]: ...
-def put_cells(
-    put: Callable[[bytes, bytes, Any], object],
-    handle: Any,
-    keys: list[bytes],
-    topics: list[bytes],
-    values: list[bytes],
-) -> None: ...
 def encode_mutate_rows(
     table: bytes, prefix: bytes, keys: list[bytes], topics: list[bytes], values: list[bytes]
 ) -> bytes: ...

@@ -22,6 +22,7 @@ from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
+from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
 from .subscriptions.service import SubscriptionService
@@ -45,6 +46,7 @@ class GatewayConfig:
     max_request_bytes: int = 64 * 1024 * 1024
     max_batch_messages: int = 100_000
     ttl_sweep_interval: float = 60.0  # seconds
+    log_segment_bytes: int = SEGMENT_BYTES  # the embedded store's write-ahead log
     store: str = "embedded"  # or hbase://HOST:PORT[?...], see gateway.store.hbase_schema
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
@@ -164,7 +166,11 @@ class Gateway:
 def open_store(config: GatewayConfig) -> PartitionStore:
     """The store ``config.store`` names: ``embedded`` (default) or ``hbase://...``."""
     if config.store == "embedded":
-        return EmbeddedStore(config.data_dir, ttl_sweep_interval=config.ttl_sweep_interval)
+        return EmbeddedStore(
+            config.data_dir,
+            ttl_sweep_interval=config.ttl_sweep_interval,
+            log_segment_bytes=config.log_segment_bytes,
+        )
     from .store.hbase import HBaseStore  # happybase is only needed for this backend
     from .store.hbase_schema import HBaseAddress
 

@@ -72,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often expired messages are deleted from disk (default %(default)s)",
     )
+    p.add_argument(
+        "--log-segment-mb",
+        type=int,
+        default=64,
+        metavar="MIB",
+        help="embedded store: size of a write-ahead log segment; after each one the families "
+        "it wrote are flushed and it is reused (default %(default)s)",
+    )
     sub = p.add_argument_group("subscriptions (push)")
     sub.add_argument(
         "--zookeeper",
@@ -151,6 +159,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_batch",
         "push_buffer",
         "push_buffer_bytes",
+        "log_segment_mb",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -204,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_request_bytes=args.max_request_bytes,
         max_batch_messages=args.max_batch_messages,
         ttl_sweep_interval=args.ttl_sweep_interval,
+        log_segment_bytes=args.log_segment_mb << 20,
         store=args.store,
         zookeeper=args.zookeeper,
         zookeeper_session_timeout=args.zookeeper_session_timeout,

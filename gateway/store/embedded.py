@@ -15,12 +15,16 @@ messages stored, against 1.0x per partition), taking the CPU puts needed. Queues
 regions existed (no ``families`` in their metadata) keep their one ``<name>@<generation>``
 family until they are truncated.
 
-Durability with group commit: a put is applied to RocksDB without sync (memtable + WAL in the
-page cache, microseconds, in the event loop) and then waits for the next WAL sync. One
-committer greenlet runs ``flush_wal(sync=True)`` in the hub's thread pool (rocksdict releases
-the GIL there, while a synced ``write`` would hold it), so every put that arrived during one
-sync shares the next one and the loop keeps serving while the disk works. Rows are visible to
-scans only once durable: each partition's lowest not-yet-synced key bounds every scan.
+Durability with group commit: messages go to a write-ahead log of the store's own
+(:mod:`gateway.store.wal`) and into RocksDB's memtables without RocksDB's log. A put appends its
+record, starts an fdatasync of the log on the C thread of :class:`gateway._wal.Syncer` if none
+is running, fills the memtable while the disk works, and waits for the sync. Every put that
+arrives during one sync shares the next one, and the loop keeps serving meanwhile. Rows are
+visible to scans only once durable: each partition's lowest not-yet-synced key bounds every
+scan. When a log segment is full, the families written during it are flushed to RocksDB's
+files and the segment is reused. On start the log's records after its checkpoint are applied
+again. Queue metadata and small records still go through RocksDB's own log, synced in the
+thread pool by one committer greenlet.
 
 TTL: rows older than their queue's TTL are filtered by every scan (the service clamps the
 range); a sweeper greenlet deletes expired key ranges with range tombstones and compacts them
@@ -42,6 +46,7 @@ from typing import Any, NamedTuple
 import gevent
 import gevent.event
 import gevent.lock
+import gevent.queue
 from rocksdict import (
     BlockBasedOptions,
     DBCompressionType,
@@ -53,11 +58,12 @@ from rocksdict import (
 )
 
 from .. import rowkey
-from .._wirecheck import put_cells
+from .._wal import Syncer, put_wal_cells, wal_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .wal import SEGMENT_BYTES, LogError, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,9 @@ _GENERATION_KEY = b"generation"
 # Small records (see PartitionStore.get_record): b"record\x00" + namespace + b"\x00" + key.
 _RECORD_PREFIX = b"record\x00"
 _KEY = struct.Struct(">hqh")
+# A log record holds, for each partition it writes: family name length, cells length (then
+# the name and the cells of gateway._wal.wal_cells).
+_BLOCK = struct.Struct("<HI")
 # How many rows one scan call may look at before it hands control back (topic filters can
 # skip many rows; the event loop must keep serving meanwhile).
 MAX_EXAMINED_PER_SCAN = 4096
@@ -131,9 +140,12 @@ class _Layout(NamedTuple):
             return [self.base]
         return [f"{self.base}#{i}" for i in range(self.families)]
 
+    def name_of(self, partition: int) -> str:
+        return self.base if self.legacy else f"{self.base}#{partition // self.span}"
+
 
 class _Group:
-    """Writes applied since the last WAL sync began; they become durable together."""
+    """Writes applied since the last log sync began; they become durable together."""
 
     __slots__ = ("dirty", "done", "error", "floors")
 
@@ -192,10 +204,26 @@ class _Cursors:
 
 
 class EmbeddedStore(PartitionStore):
-    def __init__(self, data_dir: str | os.PathLike[str], *, ttl_sweep_interval: float = 60.0):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        ttl_sweep_interval: float = 60.0,
+        log_segment_bytes: int = SEGMENT_BYTES,
+    ):
         if ttl_sweep_interval <= 0:
             raise ValueError("'ttl_sweep_interval' must be > 0 seconds")
         self.path = Path(data_dir) / "rocksdb"
+        self._wal = WriteAheadLog(Path(data_dir) / "wal", log_segment_bytes)
+        self._syncer: Syncer | None = None
+        self._no_wal = WriteOptions()
+        # an attribute at run time; rocksdict's stub calls it a method
+        self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]
+        self._log_group = _Group()  # puts since the running log sync began
+        self._log_flushing: _Group | None = None  # the puts the running log sync covers
+        self._written: dict[str, None] = {}  # families written in the active log segment
+        self._flushes: gevent.queue.Queue[tuple[int, dict[str, None]] | None] = gevent.queue.Queue()
+        self._spare: gevent.Greenlet | None = None
         self.ttl_sweep_interval = ttl_sweep_interval
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
@@ -205,13 +233,14 @@ class EmbeddedStore(PartitionStore):
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
         self._current = _Group()
-        self._flushing: _Group | None = None
         self._wake = gevent.event.Event()
         self._admin = gevent.lock.RLock()
         self._running = False
         self._committer: gevent.Greenlet | None = None
         self._sweeper: gevent.Greenlet | None = None
         self._expirer: gevent.Greenlet | None = None
+        self._log_syncer: gevent.Greenlet | None = None
+        self._flusher: gevent.Greenlet | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -238,8 +267,15 @@ class EmbeddedStore(PartitionStore):
                 self._db.drop_column_family(name)
         for name, layout in layouts.items():
             self._open_families(name, layout, create=False)
+        try:
+            self._replay()
+            self._syncer = Syncer()
+        except (OSError, LogError, ValueError) as exc:
+            raise StoreError(f"cannot recover the log in {self._wal.dir}: {exc}") from exc
         self._running = True
         self._committer = gevent.spawn(self._commit_loop)
+        self._log_syncer = gevent.spawn(self._log_sync_loop)
+        self._flusher = gevent.spawn(self._flush_loop)
         self._sweeper = gevent.spawn(self._sweep_loop)
         self._expirer = gevent.spawn(self._expire_loop)
         log.info("embedded store open at %s with %d queue(s)", self.path, len(self._queues))
@@ -255,6 +291,24 @@ class EmbeddedStore(PartitionStore):
         self._wake.set()
         if self._committer is not None:
             self._committer.join()
+        while self._log_flushing is not None:  # puts still waiting for their sync
+            self._log_flushing.done.wait()
+        if self._log_syncer is not None:
+            self._log_syncer.kill()
+        self._flushes.put(None)
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._spare is not None:
+            self._spare.join()
+        try:  # a clean stop leaves nothing to replay
+            self._flush_families(self._live_families())
+            self._wal.write_checkpoint(self._wal.last_lsn)
+        except Exception as exc:
+            log.warning("checkpointing the write-ahead log: %s", exc)
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None
+        self._wal.close()
         self._families.clear()
         self._cursors.drop()
         if self._db is not None:
@@ -352,19 +406,46 @@ class EmbeddedStore(PartitionStore):
         return MessageId(ts, seq) if p == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
-        batch = WriteBatch(raw_mode=True)
-        floors = self._current.floors
-        put = batch.put
+        db = self._db_required()
+        parts: list[bytes] = []
+        rows: list[tuple[Any, bytes]] = []
+        group = self._log_group
+        floors = group.floors
+        names: list[str] = []
         for partition, keys, topics, values in batches:
             if not keys:
                 continue
             layout, (_, handle) = self._family(queue, partition)
+            name = layout.name_of(partition)
+            cells = wal_cells(keys, topics, values)
+            raw_name = name.encode()
+            parts += (_BLOCK.pack(len(raw_name), len(cells)), raw_name, cells)
+            rows.append((handle, cells))
+            names.append(name)
             floors.setdefault((layout.base, partition), keys[0])
-            put_cells(put, handle, keys, topics, values)
-        if not batch.len():
+        if not rows:
             return
-        self._db_call(self._db_required().write, batch, self._no_sync)
-        self._await_sync()
+        try:
+            if self._wal.append(parts):  # a full segment was closed: flush what it holds
+                self._flushes.put((self._wal.closed_through(), self._written))
+                self._written = {}
+        except (OSError, LogError) as exc:
+            raise StoreError(f"writing the write-ahead log failed: {exc}") from exc
+        for name in names:
+            self._written[name] = None
+        group.dirty = True
+        if self._log_flushing is None:
+            self._kick_log_sync()
+        # The sync runs on its own thread while the memtable fills here.
+        batch = WriteBatch(raw_mode=True)
+        for handle, cells in rows:
+            put_wal_cells(batch.put, handle, cells)
+        self._db_call(db.write, batch, self._no_wal)
+        if self._spare is None and self._wal.wants_spare():
+            self._spare = gevent.spawn(self._make_spare)
+        group.done.wait()
+        if group.error is not None:
+            raise StoreError(f"syncing the write-ahead log failed: {group.error}")
 
     def scan(
         self,
@@ -458,20 +539,117 @@ class EmbeddedStore(PartitionStore):
                     return
                 continue
             self._current = _Group()
-            self._flushing = group
             try:
                 pool.apply(self._db_required().flush_wal, (True,))
             except Exception as exc:
                 log.error("WAL sync failed: %s", exc)
                 group.error = exc
-            self._flushing = None
             group.done.set()
+
+    # -- the write-ahead log of messages ----------------------------------------------------
+
+    def _kick_log_sync(self) -> None:
+        assert self._syncer is not None
+        group = self._log_group
+        self._log_group = _Group()
+        self._log_flushing = group
+        self._syncer.kick(self._wal.take_unsynced())
+
+    def _log_sync_loop(self) -> None:
+        assert self._syncer is not None
+        hub = gevent.get_hub()
+        watcher = hub.loop.io(self._syncer.fileno(), 1)
+        while True:
+            hub.wait(watcher)
+            err = self._syncer.finish()
+            group = self._log_flushing
+            if err is None or group is None:
+                continue
+            self._log_flushing = None
+            if err:
+                log.error("write-ahead log sync failed: %s", os.strerror(err))
+                group.error = OSError(err, os.strerror(err))
+            group.done.set()
+            if self._log_group.dirty:
+                self._kick_log_sync()
+
+    def _flush_loop(self) -> None:
+        """Flushes the families a closed log segment wrote to, then lets the log reuse it."""
+        pool = gevent.get_hub().threadpool
+        while True:
+            item = self._flushes.get()
+            if item is None:
+                return
+            lsn, names = item
+            while not self._flushes.empty():  # catch up: one flush for all that waited
+                more = self._flushes.peek()
+                if more is None:
+                    break
+                self._flushes.get()
+                lsn, names = more[0], {**names, **more[1]}
+            live = self._live_families()
+            try:
+                self._flush_families({n: cf for n, cf in live.items() if n in names}, pool)
+                pool.apply(self._wal.write_checkpoint, (lsn,))
+            except Exception as exc:
+                log.error("flushing for the write-ahead log failed (will retry): %s", exc)
+                self._written.update(names)  # the next segment's flush takes them along
+                continue
+            self._wal.release(lsn)
+
+    def _flush_families(self, families: dict[str, Rdict], pool: Any = None) -> None:
+        for name, cf in families.items():
+            try:
+                if pool is None:
+                    cf.flush(True)
+                else:
+                    pool.apply(cf.flush, (True,))
+            except Exception:
+                if name in self._live_families():
+                    raise  # dropped meanwhile (truncate, delete): nothing to keep
+
+    def _live_families(self) -> dict[str, Rdict]:
+        live: dict[str, Rdict] = {}
+        for layout, families in self._families.values():
+            for name, (cf, _) in zip(layout.names(), families, strict=True):
+                live[name] = cf
+        return live
+
+    def _make_spare(self) -> None:
+        try:
+            made = gevent.get_hub().threadpool.apply(
+                self._wal.make_spare, (self._wal.reserve_number(),)
+            )
+            self._wal.add_spare(made)
+        except Exception as exc:
+            log.warning("preparing a write-ahead log segment: %s", exc)
+        finally:
+            self._spare = None
+
+    def _replay(self) -> None:
+        """Applies the log's records that RocksDB may not have (after a crash) and starts a new
+        log epoch."""
+        records = self._wal.recover()
+        if records:
+            db = self._db_required()
+            handles: dict[bytes, Any] = {}
+            for layout, families in self._families.values():
+                for name, (_, handle) in zip(layout.names(), families, strict=True):
+                    handles[name.encode()] = handle
+            rows = 0
+            for _, payload in records:
+                batch = WriteBatch(raw_mode=True)
+                rows += _apply_record(payload, batch.put, handles)
+                db.write(batch, self._no_wal)
+            self._flush_families(self._live_families())
+            log.info("replayed %d log record(s), %d message(s)", len(records), rows)
+        self._wal.start()
 
     def _pending_floor(self, family: str, partition: int) -> bytes | None:
         slot = (family, partition)
-        floor = self._current.floors.get(slot)
-        if self._flushing is not None:
-            other = self._flushing.floors.get(slot)
+        floor = self._log_group.floors.get(slot)
+        if self._log_flushing is not None:
+            other = self._log_flushing.floors.get(slot)
             if other is not None and (floor is None or other < floor):
                 floor = other
         return floor
@@ -607,6 +785,26 @@ class EmbeddedStore(PartitionStore):
         raw = meta.to_json(**extra)
         self._db_call(db.put, _META_PREFIX + meta.name.encode(), raw, self._no_sync)
         self._await_sync()
+
+
+def _apply_record(payload: bytes, put: Any, handles: dict[bytes, Any]) -> int:
+    """Puts the rows of one log record through ``put``; families that no longer exist
+    (truncated or deleted since) are skipped. Returns the rows put."""
+    view = memoryview(payload)
+    offset = rows = 0
+    while offset < len(view):
+        name_len, cells_len = _BLOCK.unpack_from(view, offset)
+        offset += _BLOCK.size
+        name = bytes(view[offset : offset + name_len])
+        offset += name_len
+        cells = view[offset : offset + cells_len]
+        offset += cells_len
+        if len(cells) != cells_len:
+            raise LogError(f"a log record ends inside the cells of {name.decode()!r}")
+        handle = handles.get(name)
+        if handle is not None:
+            rows += put_wal_cells(put, handle, cells)
+    return rows
 
 
 def _record_key(namespace: str, key: str) -> bytes:

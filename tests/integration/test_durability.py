@@ -11,10 +11,11 @@ from tests.conftest import wait_until
 from tests.helpers import drain, key, msg
 
 
-def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name: str) -> None:
-    gw = start_gateway()
-    q = queue_name.encode()
-    gw.client().createQueue(q, 4, 3600, {})
+def kill_under_producers(
+    gw: Any, T: Any, q: bytes, *, producers: int, batch: int, body: int, at_least: int
+) -> set[bytes]:
+    """Puts from ``producers`` threads until ``at_least`` messages were acknowledged, kills
+    the gateway with SIGKILL mid-call and returns what it had acknowledged."""
     acked: list[bytes] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -24,24 +25,31 @@ def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name
         b = 0
         try:
             while not stop.is_set():
-                batch = [b"w%d-b%d-m%d" % (n, b, i) for i in range(100)]
-                c.putMessages(q, [msg(T, b"t", v) for v in batch])
+                values = [b"w%d-b%d-m%d-" % (n, b, i) + b"x" * body for i in range(batch)]
+                c.putMessages(q, [msg(T, b"t", v) for v in values])
                 with lock:
-                    acked.extend(batch)  # only what the gateway acknowledged
+                    acked.extend(values)  # only what the gateway acknowledged
                 b += 1
         except Exception:
             pass  # the gateway is killed under us; unacknowledged batches may be lost
 
-    threads = [threading.Thread(target=produce, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(producers)]
     for t in threads:
         t.start()
-    wait_until(lambda: len(acked) >= 5000, timeout=30, what="5000 acknowledged messages")
+    wait_until(lambda: len(acked) >= at_least, timeout=60, what=f"{at_least} acknowledged messages")
     gw.kill()
     stop.set()
     for t in threads:
         t.join(10)
     with lock:
-        acknowledged = set(acked)
+        return set(acked)
+
+
+def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name: str) -> None:
+    gw = start_gateway()
+    q = queue_name.encode()
+    gw.client().createQueue(q, 4, 3600, {})
+    acknowledged = kill_under_producers(gw, T, q, producers=4, batch=100, body=0, at_least=5000)
 
     again = start_gateway(data_dir=gw.data_dir)
     c = again.client()
@@ -55,6 +63,27 @@ def test_acknowledged_puts_survive_kill_9(start_gateway: Any, T: Any, queue_name
         c.putMessageWithPid(q, p, msg(T, b"t", b"after-restart"))
         last = drain(c, c.messageScannerOpen(q, p, T.TMessageScan(reversed=True)), n=1)[0]
         assert last.value == b"after-restart" and key(last) > newest[p]
+
+
+@pytest.mark.parametrize("store", ["embedded"], indirect=True)  # the embedded store's own log
+def test_acknowledged_puts_survive_kill_9_across_log_segments(
+    start_gateway: Any, T: Any, queue_name: str
+) -> None:
+    """1 MiB log segments and 1 KB messages: the kill lands after tens of segments were
+    filled, flushed and reused, with producers mid-call."""
+    gw = start_gateway("--log-segment-mb", "1")
+    q = queue_name.encode()
+    gw.client().createQueue(q, 3, 3600, {})
+    acknowledged = kill_under_producers(gw, T, q, producers=3, batch=50, body=1000, at_least=40_000)
+    segments = list((gw.data_dir / "wal").glob("segment-*.log"))
+    assert 1 <= len(segments) <= 6, f"the log kept {len(segments)} segments"
+
+    again = start_gateway("--log-segment-mb", "1", data_dir=gw.data_dir)
+    c = again.client()
+    values = {m.value for m in drain(c, c.queueScannerOpen(q, T.TMessageScan()))}
+    missing = acknowledged - values
+    assert not missing, f"{len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+    assert "replayed" in again.log()
 
 
 def test_clean_restart_keeps_queues_and_ids(start_gateway: Any, T: Any, queue_name: str) -> None:

@@ -257,43 +257,6 @@ def test_encoded_reply_refuses_malformed_rows() -> None:
 
 
 @given(
-    st.lists(st.tuples(st.binary(min_size=1, max_size=255), st.binary(max_size=300)), max_size=30)
-)
-def test_put_cells_puts_topic_length_topic_value_under_each_key(pairs: list) -> None:
-    from gateway._wirecheck import put_cells
-    from gateway.rowkey import decode_cell, encode_cell
-
-    keys = [i.to_bytes(12, "big") for i in range(len(pairs))]
-    topics = [t for t, _ in pairs]
-    values = [v for _, v in pairs]
-    handle = object()
-    calls: list[tuple[bytes, bytes, object]] = []
-    put_cells(lambda k, c, h: calls.append((k, c, h)), handle, keys, topics, values)
-    assert calls == [(k, encode_cell(t, v), handle) for k, (t, v) in zip(keys, pairs, strict=True)]
-    assert [decode_cell(c) for _, c, _ in calls] == pairs
-
-
-def test_put_cells_refuses_bad_rows_and_passes_errors_on() -> None:
-    from gateway._wirecheck import put_cells
-
-    def put(k: bytes, c: bytes, h: object) -> None:
-        pass
-
-    with pytest.raises(ValueError, match="differ in length"):
-        put_cells(put, None, [b"k"], [b"t", b"u"], [b"v"])
-    with pytest.raises(TypeError, match="at most 255"):
-        put_cells(put, None, [b"k"], [b"t" * 256], [b"v"])
-    with pytest.raises(TypeError):
-        put_cells(put, None, [b"k"], ["t"], [b"v"])
-
-    def failing(k: bytes, c: bytes, h: object) -> None:
-        raise OSError("disk gone")
-
-    with pytest.raises(OSError, match="disk gone"):
-        put_cells(failing, None, [b"k"], [b"t"], [b"v"])
-
-
-@given(
     st.lists(
         st.tuples(
             st.binary(min_size=12, max_size=12),
