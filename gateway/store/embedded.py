@@ -86,11 +86,12 @@ MAX_FAMILIES_PER_QUEUE = 16
 FAMILY_BUDGET = 256
 # Memtable memory of all families together; past it RocksDB flushes the largest.
 MEMTABLES_BYTES = 256 << 20
-# Full log segments kept before the families they wrote are flushed so the oldest can be
-# reused. Most of their rows have reached RocksDB's files by then anyway (RocksDB flushes a
-# memtable when it is full); flushing at every segment instead made many small files and kept
-# compaction busy, which showed as put latency (p99) under load.
-LOG_SEGMENTS_KEPT = 4
+# Full log segments kept before the oldest is reused. By then RocksDB has usually flushed
+# the rows it holds itself (it flushes a memtable when it is full, or the largest when all
+# together pass MEMTABLES_BYTES); only families whose memtables still hold rows from before
+# it are flushed. Flushing every family at every segment instead made many small files and
+# kept compaction busy: put latency (p99) under load and puts onto a large backlog suffered.
+LOG_SEGMENTS_KEPT = 6
 # RocksDB's data block size. Queues are read in long runs of consecutive rows, so big blocks
 # (fewer block loads and checks per message) read a stored backlog about 12 % faster than 4 KiB.
 BLOCK_BYTES = 64 << 10
@@ -227,8 +228,9 @@ class EmbeddedStore(PartitionStore):
         self._log_group = _Group()  # puts since the running log sync began
         self._log_flushing: _Group | None = None  # the puts the running log sync covers
         self._written: dict[str, None] = {}  # families written in the active log segment
-        # closed log segments not yet asked to be flushed: (last LSN, families written)
-        self._closed: deque[tuple[int, dict[str, None]]] = deque()
+        self._rows: dict[str, int] = {}  # family -> rows put since start (and replayed)
+        # full log segments, oldest first: (last LSN, {family written: its _rows at the end})
+        self._closed: deque[tuple[int, dict[str, int]]] = deque()
         self._flushes: gevent.queue.Queue[tuple[int, dict[str, None]] | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
         self.ttl_sweep_interval = ttl_sweep_interval
@@ -418,7 +420,7 @@ class EmbeddedStore(PartitionStore):
         rows: list[tuple[Any, bytes]] = []
         group = self._log_group
         floors = group.floors
-        names: list[str] = []
+        names: list[tuple[str, int]] = []  # (family, rows) per batch
         for partition, keys, topics, values in batches:
             if not keys:
                 continue
@@ -428,20 +430,22 @@ class EmbeddedStore(PartitionStore):
             raw_name = name.encode()
             parts += (_BLOCK.pack(len(raw_name), len(cells)), raw_name, cells)
             rows.append((handle, cells))
-            names.append(name)
+            names.append((name, len(keys)))
             floors.setdefault((layout.base, partition), keys[0])
         if not rows:
             return
         try:
             if self._wal.append(parts):  # a full segment was closed
-                self._closed.append((self._wal.closed_through(), self._written))
+                rows_at = {name: self._rows[name] for name in self._written}
+                self._closed.append((self._wal.closed_through(), rows_at))
                 self._written = {}
-                while len(self._closed) > LOG_SEGMENTS_KEPT:  # flush what the oldest holds
+                while len(self._closed) > LOG_SEGMENTS_KEPT:
                     self._flushes.put(self._closed.popleft())
         except (OSError, LogError) as exc:
             raise StoreError(f"writing the write-ahead log failed: {exc}") from exc
-        for name in names:
+        for name, count in names:
             self._written[name] = None
+            self._rows[name] = self._rows.get(name, 0) + count
         group.dirty = True
         if self._log_flushing is None:
             self._kick_log_sync()
@@ -589,22 +593,40 @@ class EmbeddedStore(PartitionStore):
             item = self._flushes.get()
             if item is None:
                 return
-            lsn, names = item
+            lsn, rows_at = item
             while not self._flushes.empty():  # catch up: one flush for all that waited
                 more = self._flushes.peek()
                 if more is None:
                     break
                 self._flushes.get()
-                lsn, names = more[0], {**names, **more[1]}
-            live = self._live_families()
-            try:
-                self._flush_families({n: cf for n, cf in live.items() if n in names}, pool)
-                pool.apply(self._wal.write_checkpoint, (lsn,))
-            except Exception as exc:
-                log.error("flushing for the write-ahead log failed (will retry): %s", exc)
-                self._written.update(names)  # the next segment's flush takes them along
-                continue
+                lsn, rows_at = more[0], {**rows_at, **more[1]}  # the later count wins
+            while True:
+                try:
+                    self._flush_families(self._holding_rows_before(rows_at), pool)
+                    pool.apply(self._wal.write_checkpoint, (lsn,))
+                    break
+                except Exception as exc:
+                    log.error("flushing for the write-ahead log failed (will retry): %s", exc)
+                    gevent.sleep(1.0)
+                    if not self._running:
+                        return
             self._wal.release(lsn)
+
+    def _holding_rows_before(self, rows_at: dict[str, int]) -> dict[str, Rdict]:
+        """The live families among ``rows_at`` whose memtables may still hold rows put before
+        their count reached ``rows_at[name]``: a memtable holding more entries than were put
+        since then does (range deletes count too, which only errs towards flushing)."""
+        live = self._live_families()
+        out: dict[str, Rdict] = {}
+        for name, mark in rows_at.items():
+            cf = live.get(name)
+            if cf is None:
+                continue  # dropped: nothing to keep
+            active = cf.property_int_value("rocksdb.num-entries-active-mem-table")
+            older = cf.property_int_value("rocksdb.num-entries-imm-mem-tables")
+            if active is None or older is None or active + older > self._rows[name] - mark:
+                out[name] = cf
+        return out
 
     def _flush_families(self, families: dict[str, Rdict], pool: Any = None) -> None:
         for name, cf in families.items():
