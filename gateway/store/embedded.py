@@ -21,10 +21,11 @@ record, starts an fdatasync of the log on the C thread of :class:`gateway._wal.S
 is running, fills the memtable while the disk works, and waits for the sync. Every put that
 arrives during one sync shares the next one, and the loop keeps serving meanwhile. Rows are
 visible to scans only once durable: each partition's lowest not-yet-synced key bounds every
-scan. When a log segment is full, the families written during it are flushed to RocksDB's
-files and the segment is reused. On start the log's records after its checkpoint are applied
-again. Queue metadata and small records still go through RocksDB's own log, synced in the
-thread pool by one committer greenlet.
+scan. Log segments are reused once RocksDB holds their rows in its files (after
+``LOG_SEGMENTS_KEPT`` more have filled; families that have not flushed them by then are
+flushed). On start the log's records after its checkpoint are applied again. Queue metadata
+and small records still go through RocksDB's own log, synced in the thread pool by one
+committer greenlet.
 
 TTL: rows older than their queue's TTL are filtered by every scan (the service clamps the
 range); a sweeper greenlet deletes expired key ranges with range tombstones and compacts them
@@ -231,7 +232,7 @@ class EmbeddedStore(PartitionStore):
         self._rows: dict[str, int] = {}  # family -> rows put since start (and replayed)
         # full log segments, oldest first: (last LSN, {family written: its _rows at the end})
         self._closed: deque[tuple[int, dict[str, int]]] = deque()
-        self._flushes: gevent.queue.Queue[tuple[int, dict[str, None]] | None] = gevent.queue.Queue()
+        self._flushes: gevent.queue.Queue[tuple[int, dict[str, int]] | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
         self.ttl_sweep_interval = ttl_sweep_interval
         self._db: Rdict | None = None
@@ -435,9 +436,10 @@ class EmbeddedStore(PartitionStore):
         if not rows:
             return
         try:
-            if self._wal.append(parts):  # a full segment was closed
+            closed = self._wal.append(parts)
+            if closed is not None:  # a full segment ended at LSN ``closed``
                 rows_at = {name: self._rows[name] for name in self._written}
-                self._closed.append((self._wal.closed_through(), rows_at))
+                self._closed.append((closed, rows_at))
                 self._written = {}
                 while len(self._closed) > LOG_SEGMENTS_KEPT:
                     self._flushes.put(self._closed.popleft())
@@ -612,24 +614,24 @@ class EmbeddedStore(PartitionStore):
                         return
             self._wal.release(lsn)
 
-    def _holding_rows_before(self, rows_at: dict[str, int]) -> dict[str, Rdict]:
+    def _holding_rows_before(self, rows_at: dict[str, int]) -> dict[str, tuple[Rdict, Any]]:
         """The live families among ``rows_at`` whose memtables may still hold rows put before
         their count reached ``rows_at[name]``: a memtable holding more entries than were put
         since then does (range deletes count too, which only errs towards flushing)."""
         live = self._live_families()
-        out: dict[str, Rdict] = {}
+        out: dict[str, tuple[Rdict, Any]] = {}
         for name, mark in rows_at.items():
-            cf = live.get(name)
-            if cf is None:
+            if name not in live:
                 continue  # dropped: nothing to keep
+            cf = live[name][0]
             active = cf.property_int_value("rocksdb.num-entries-active-mem-table")
             older = cf.property_int_value("rocksdb.num-entries-imm-mem-tables")
             if active is None or older is None or active + older > self._rows[name] - mark:
-                out[name] = cf
+                out[name] = live[name]
         return out
 
-    def _flush_families(self, families: dict[str, Rdict], pool: Any = None) -> None:
-        for name, cf in families.items():
+    def _flush_families(self, families: dict[str, tuple[Rdict, Any]], pool: Any = None) -> None:
+        for name, (cf, _) in families.items():
             try:
                 if pool is None:
                     cf.flush(True)
@@ -639,11 +641,11 @@ class EmbeddedStore(PartitionStore):
                 if name in self._live_families():
                     raise  # dropped meanwhile (truncate, delete): nothing to keep
 
-    def _live_families(self) -> dict[str, Rdict]:
-        live: dict[str, Rdict] = {}
+    def _live_families(self) -> dict[str, tuple[Rdict, Any]]:
+        """Every open column family by name: (its Rdict, its handle)."""
+        live: dict[str, tuple[Rdict, Any]] = {}
         for layout, families in self._families.values():
-            for name, (cf, _) in zip(layout.names(), families, strict=True):
-                live[name] = cf
+            live.update(zip(layout.names(), families, strict=True))
         return live
 
     def _make_spare(self) -> None:
@@ -663,16 +665,14 @@ class EmbeddedStore(PartitionStore):
         records = self._wal.recover()
         if records:
             db = self._db_required()
-            handles: dict[bytes, Any] = {}
-            for layout, families in self._families.values():
-                for name, (_, handle) in zip(layout.names(), families, strict=True):
-                    handles[name.encode()] = handle
+            live = self._live_families()
+            handles = {name.encode(): handle for name, (_, handle) in live.items()}
             rows = 0
             for _, payload in records:
                 batch = WriteBatch(raw_mode=True)
                 rows += _apply_record(payload, batch.put, handles)
                 db.write(batch, self._no_wal)
-            self._flush_families(self._live_families())
+            self._flush_families(live)
             log.info("replayed %d log record(s), %d message(s)", len(records), rows)
         self._wal.start()
 

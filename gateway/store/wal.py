@@ -130,24 +130,24 @@ class WriteAheadLog:
 
     # -- writing --------------------------------------------------------------------------
 
-    def append(self, parts: list[bytes]) -> bool:
-        """Writes one record, the concatenation of ``parts`` (not synced); True when it closed
-        the active segment first, so the caller should flush what that segment holds to
-        RocksDB's files and then :meth:`release` it."""
+    def append(self, parts: list[bytes]) -> int | None:
+        """Writes one record, the concatenation of ``parts`` (not synced). When the active
+        segment was full and is closed first, returns its last LSN: once RocksDB's files hold
+        everything up to it, the caller writes the checkpoint and hands it to :meth:`release`."""
         seg = self._active
         if seg is None:
             raise LogError("the write-ahead log is not open")
-        rotated = False
+        closed: int | None = None
         if len(parts) > 64:  # pwritev takes at most IOV_MAX (1024) buffers
             parts = [b"".join(parts)]
         size = sum(len(part) for part in parts)
         length = _HEADER.size + size
         if seg.used and seg.used + length > self.segment_bytes:
             self._closed.append(seg)
+            closed = seg.last_lsn
             self._activate()
             seg = self._active
             assert seg is not None
-            rotated = True
         lsn = self.last_lsn + 1
         head = struct.pack("<QQ", self.epoch, lsn)
         crc = zlib.crc32(head)
@@ -164,7 +164,7 @@ class WriteAheadLog:
         seg.size = max(seg.size, seg.used)
         seg.last_lsn = self.last_lsn = lsn
         self._unsynced[seg.fd] = None
-        return rotated
+        return closed
 
     def take_unsynced(self) -> list[int]:
         """The descriptors written since the last call: what the next sync must cover."""
@@ -211,10 +211,6 @@ class WriteAheadLog:
         self._spares.append(seg)
 
     # -- release --------------------------------------------------------------------------
-
-    def closed_through(self) -> int:
-        """The last LSN of the closed segments (0 if none)."""
-        return self._closed[-1].last_lsn if self._closed else 0
 
     def write_checkpoint(self, lsn: int, epoch: int | None = None) -> None:
         """Records durably that every record up to ``lsn`` is in RocksDB's files."""
