@@ -18,6 +18,7 @@ share a :class:`hqueue.ConnectionPool` instead. Timeouts are in seconds.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -34,6 +35,7 @@ from .errors import InvalidArgument, ServerError, TransportError
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190
 DEFAULT_BATCH_SIZE = 1000
+LOCATIONS_TTL = 60.0  # seconds a queue's partition owners are cached
 
 Bytes = bytes | str
 
@@ -108,6 +110,10 @@ class Connection:
         self.compact = compact
         self.timeout = timeout
         self._client: Any = None
+        # Routing in a gateway cluster: each queue's partition owners (getQueueLocations),
+        # and a connection per owner address, so puts go straight to the owner (no hop).
+        self._locations: dict[bytes, tuple[float, list[str]]] = {}
+        self._peers: dict[str, Connection] = {}
         if autoconnect:
             self.open()
 
@@ -138,6 +144,34 @@ class Connection:
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+        peers, self._peers = self._peers, {}
+        for peer in peers.values():
+            peer.close()
+
+    def owner(self, queue: bytes, partition: int) -> Connection:
+        """The connection to the gateway that owns ``partition`` of ``queue`` (this one when
+        the queue's partitions are all served by one address, as on a lone gateway). The map
+        is cached for a minute and dropped by :meth:`forget_locations`."""
+        cached = self._locations.get(queue)
+        if cached is None or time.monotonic() - cached[0] > LOCATIONS_TTL:
+            raw = self.call("getQueueLocations", queue)
+            found = [x.decode() if isinstance(x, bytes) else x for x in raw]
+            cached = self._locations[queue] = (time.monotonic(), found)
+        owners = cached[1]
+        address = owners[partition] if partition < len(owners) else ""
+        if not address or len(set(owners)) <= 1 or address == f"{self.host}:{self.port}":
+            return self
+        peer = self._peers.get(address)
+        if peer is None:
+            host, _, port = address.rpartition(":")
+            peer = self._peers[address] = Connection(
+                host, int(port), framed=self.framed, compact=self.compact, timeout=self.timeout
+            )
+        return peer
+
+    def forget_locations(self, queue: bytes) -> None:
+        """Reads the partition owners again on the next routed put (after a refusal)."""
+        self._locations.pop(queue, None)
 
     def __enter__(self) -> Connection:
         return self
@@ -288,7 +322,7 @@ class Queue:
             self.connection.call("putMessage", self.name, message)
         else:
             _int("partition", partition, 0, 32767)
-            self.connection.call("putMessageWithPid", self.name, partition, message)
+            self._routed("putMessageWithPid", partition, message)
 
     def put_many(
         self,
@@ -319,11 +353,30 @@ class Queue:
         return sent
 
     def _send(self, batch: list[Any], partition: int | None) -> int:
+        if partition is None and any(m.partitionID is not None for m in batch):
+            by_partition: dict[int | None, list[Any]] = {}
+            for m in batch:
+                by_partition.setdefault(m.partitionID, []).append(m)
+            for p, group in by_partition.items():
+                for m in group:
+                    m.partitionID = None
+                self._send(group, p)
+            return len(batch)
         if partition is None:
             self.connection.call("putMessages", self.name, batch)
-        else:
-            self.connection.call("putMessagesWithPid", self.name, partition, batch)
+            return len(batch)
+        self._routed("putMessagesWithPid", partition, batch)
         return len(batch)
+
+    def _routed(self, method: str, partition: int, payload: Any) -> None:
+        """A put sent to the partition's owner; a refusal or a lost owner refreshes the map
+        (the caller decides whether to retry: a failed put may or may not be stored)."""
+        conn = self.connection
+        try:
+            conn.owner(self.name, partition).call(method, self.name, partition, payload)
+        except (ServerError, TransportError):
+            conn.forget_locations(self.name)
+            raise
 
     def scan(
         self,
