@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.server import StreamServer
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
@@ -40,12 +41,25 @@ class ThriftServer:
     and then every open connection (in-flight calls get ``grace`` seconds to finish)."""
 
     def __init__(self, processor: Any, host: str, port: int, wire: WireOptions) -> None:
+        # Connections accepted before the processor is set (the gateway binds first, to know
+        # its port, and joins its cluster before it serves) wait for it.
+        self._ready = gevent.event.Event()
         self.processor = processor
         self.wire = wire
         self._trans = TCyFramedTransportFactory() if wire.framed else TCyBufferedTransportFactory()
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
         self._connections: set[socket.socket] = set()
+
+    @property
+    def processor(self) -> Any:
+        return self._processor
+
+    @processor.setter
+    def processor(self, processor: Any) -> None:
+        self._processor = processor
+        if processor is not None:
+            self._ready.set()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -66,6 +80,7 @@ class ThriftServer:
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._ready.wait()
         reader = MessageReader(
             sock, framed=self.wire.framed, compact=self.wire.compact, limits=self.wire.limits
         )

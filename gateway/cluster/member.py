@@ -238,7 +238,7 @@ class ClusterMember:
                 if failing:
                     log.info("cluster: heartbeats succeed again")
                 failing = False
-            except Exception as exc:
+            except (Exception, gevent.Timeout) as exc:  # kazoo's .get(timeout) raises Timeout
                 if not failing:
                     log.warning(
                         "cluster: heartbeat failed (%s: %s); writes stop in %.1f s",
@@ -424,11 +424,15 @@ class ClusterMember:
             else:
                 return
             floor = self._dead_ceiling()
+            if floor > self._highest_id_ms:
+                # ids of this partition start at the floor: record a ceiling above it first
+                self._highest_id_ms = floor
+                self._heartbeat(timeout=self.options.session_timeout)
             self.hooks.gained(queue, partition, floor)
             self._owned[(queue, partition)] = ACTIVE
             self._changed.set()
             log.debug("cluster: owns %s/%d (ids from %d)", queue, partition, floor)
-        except KazooException as exc:
+        except (KazooException, gevent.Timeout) as exc:
             log.warning("cluster: claiming %s/%d failed: %s; retrying", queue, partition, exc)
             gevent.spawn_later(1.0, self._kick.set)
         finally:
