@@ -41,7 +41,8 @@ class Cluster:
 
     def add(self, port: int | None = None) -> GatewayProcess:
         port = port or free_port()
-        n = len(self.started)
+        n = f"{len(self.started)}-{port}"
+        self.tmp_path.mkdir(parents=True, exist_ok=True)
         gw = GatewayProcess(
             self.tmp_path / f"data{n}",
             self.tmp_path / f"gateway{n}.log",
@@ -342,3 +343,39 @@ def test_rolling_restart_fails_no_put(cluster: Cluster) -> None:
     print(f"failed puts during a rolling restart of 3 gateways: {len(failures)}")
     assert not failures, failures[:5]
     audit(cluster, queue, 6, producers)
+
+
+def test_never_silent_a_second_lone_gateway_refuses_to_start(
+    tmp_path: Path, hbase_url: str, zk_hosts: str
+) -> None:
+    """Without --zookeeper a gateway over HBase leases its namespace: a second one exits with
+    a message saying to use --zookeeper (before, both ran and overwrote each other's rows);
+    and gateways started at the same moment over a fresh namespace all come up."""
+    namespace = f"c_{uuid.uuid4().hex[:10]}"
+    store = f"{hbase_url}{'&' if '?' in hbase_url else '?'}namespace={namespace}"
+    first = GatewayProcess(tmp_path / "d1", tmp_path / "g1.log", store=store).start(timeout=60)
+    try:
+        second = GatewayProcess(tmp_path / "d2", tmp_path / "g2.log", store=store)
+        with pytest.raises(AssertionError, match="--zookeeper"):
+            second.start(timeout=60)
+        assert second.proc is not None and second.proc.returncode == 1
+    finally:
+        first.stop()
+
+    fresh = f"{hbase_url}{'&' if '?' in hbase_url else '?'}namespace=c_{uuid.uuid4().hex[:10]}"
+    together = Cluster(tmp_path / "together", fresh, zk_hosts)
+    ports = [free_port() for _ in range(3)]
+    try:
+        threads = [threading.Thread(target=together.add, args=(port,)) for port in ports]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        assert len(together.gateways) == 3, together.logs()
+        c = together.client()
+        try:
+            wait_until(lambda: len(c.listGateways()) == 3, 10, what="3 members seen")
+        finally:
+            c.close()
+    finally:
+        together.close()
