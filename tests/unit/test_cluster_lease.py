@@ -7,11 +7,12 @@ import time
 from typing import Any
 
 import pytest
+from hqueue.toolkit.commands import _ranges, format_gateways
+
 from gateway.cluster.exclusive import NamespaceLease, NamespaceTaken
 from gateway.cluster.lease import WriteLease
 from gateway.errors import StoreError
 from gateway.ids import wall_clock_ms
-from hqueue.toolkit.commands import _ranges, format_gateways
 
 
 def test_a_lease_never_confirmed_refuses_writes() -> None:
