@@ -468,7 +468,11 @@ class ClusterMember:
     def _dead_ceiling(self) -> int:
         """The highest ceiling of every gateway that is no longer a member: a new owner's ids
         start above anything such a gateway can still write."""
-        live = set(self._members) | {self.gid}
+        # Read the members now, not from the watched cache: the claim we just created proves
+        # the old owner's session ended, and a read after our create sees that (one session's
+        # requests are ordered), while the cache may not have heard of it yet.
+        live = {child.rpartition("-")[0] for child in self.zk.get_children(MEMBERS)}
+        live.add(self.gid)
         floor = 0
         for gid in self.zk.get_children(CEILINGS):
             if gid in live:
