@@ -20,7 +20,7 @@ from typing import Any
 import hqueue
 import pytest
 from hqueue.errors import ServerError, TransportError
-from hqueue.protocol import hqueue_thrift
+from hqueue.protocol import connect, hqueue_thrift
 
 from tests.conftest import GatewayProcess, attach_logs, free_port, wait_until
 
@@ -67,8 +67,8 @@ class Cluster:
     def client(self, gw: GatewayProcess | None = None) -> Any:
         return (gw or self.gateways[0]).client()
 
-    def owners(self, queue: str) -> list[str]:
-        c = self.client()
+    def owners(self, queue: str, via: GatewayProcess | None = None) -> list[str]:
+        c = self.client(via)
         try:
             return [x.decode() for x in c.getQueueLocations(queue.encode())]
         finally:
@@ -163,6 +163,70 @@ class Producer:
         conn.close()
 
 
+@dataclass
+class Tailer:
+    """Follows partitions as a consumer would (scan to the end, continue after the last id):
+    whatever it never saw, it stepped over."""
+
+    address: str
+    queue: str
+    partitions: list[int]
+    seen: set[str] = field(default_factory=set)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+
+    def start(self) -> Tailer:
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Reads on to the end once more (every producer stopped), then stops."""
+        self.stopping.set()
+        assert self.thread is not None
+        self.thread.join(60)
+
+    def _run(self) -> None:
+        T = hqueue_thrift()
+        host, _, port = self.address.rpartition(":")
+        last: dict[int, Any] = {}
+        c = None
+        while True:
+            final = self.stopping.is_set()
+            try:
+                c = c or connect(host, int(port), timeout=15)
+                for p in self.partitions:
+                    start = last.get(p)
+                    if start is not None:
+                        ts, seq = start
+                        start = T.TMessageID(ts + (seq == 32767), (seq + 1) % 32768)
+                    scan = T.TMessageScan(startMessageID=start)
+                    sid = c.messageScannerOpen(self.queue.encode(), p, scan)
+                    while batch := c.messageScannerGetList(sid, 1000):
+                        self.seen.update(m.value.decode() for m in batch)
+                        last[p] = (batch[-1].id.timestamp, batch[-1].id.sequenceID)
+            except Exception:  # its gateway restarts: read on when it is back
+                c = None
+                time.sleep(0.2)
+                continue
+            if final:
+                break
+            time.sleep(0.05)
+        if c is not None:
+            c.close()
+
+    def check(self, producers: list[Producer]) -> None:
+        missed = [
+            v
+            for prod in producers
+            for p, vs in prod.acked
+            if p in self.partitions
+            for v in vs
+            if v not in self.seen
+        ]
+        assert not missed, f"a tailing reader stepped over {len(missed)} messages: {missed[:3]}"
+
+
 Rows = list[tuple[int, int, str]]  # (timestamp, sequence, value) in scan order
 
 
@@ -248,6 +312,7 @@ def test_kill9_of_an_owner_moves_its_partitions(cluster: Cluster) -> None:
     victim = cluster.gateway_at(owners[0])
     seed = next(gw for gw in cluster.gateways if gw is not victim)
     prod = Producer("k", seed.address, queue, [0, 1, 2], routed=True).start()
+    tail = Tailer(seed.address, queue, [0, 1, 2]).start()
     time.sleep(2)
     killed = time.monotonic()
     victim.kill()
@@ -257,9 +322,11 @@ def test_kill9_of_an_owner_moves_its_partitions(cluster: Cluster) -> None:
     print(f"kill -9 to the first acknowledged put on the moved partition: {failover:.2f} s")
     time.sleep(1)
     prod.stop()
+    tail.stop()
     assert failover < 10, f"failover took {failover:.1f} s"
     assert victim.address not in cluster.wait_balanced(queue, 3)
     audit(cluster, queue, 3, [prod])
+    tail.check([prod])
 
 
 def test_paused_owner_cannot_write_after_its_partitions_moved(cluster: Cluster) -> None:
@@ -274,13 +341,14 @@ def test_paused_owner_cannot_write_after_its_partitions_moved(cluster: Cluster) 
     other = next(gw for gw in cluster.gateways if gw is not victim)
     direct = Producer("z", victim.address, queue, [0], batch=50).start()  # to the zombie
     routed = Producer("r", other.address, queue, [0, 1, 2], routed=True).start()
+    tail = Tailer(other.address, queue, [0]).start()
     time.sleep(1.5)
     assert victim.proc is not None
     victim.proc.send_signal(signal.SIGSTOP)
     stopped = time.monotonic()
     try:
         wait_until(
-            lambda: cluster.owners(queue)[0] not in ("", victim.address),
+            lambda: cluster.owners(queue, via=other)[0] not in ("", victim.address),
             20,
             what="partition 0 reassigned away from the paused gateway",
         )
@@ -294,10 +362,12 @@ def test_paused_owner_cannot_write_after_its_partitions_moved(cluster: Cluster) 
     time.sleep(3)  # the zombie wakes, finds its lease gone, rejoins as a new member
     direct.stop()
     routed.stop()
+    tail.stop()
     assert direct.failures, "the paused gateway's pending put was not refused"
     print(f"puts refused by or around the paused gateway: {len(direct.failures)}; "
           f"first: {direct.failures[0]}")  # fmt: skip
     audit(cluster, queue, 3, [direct, routed])
+    tail.check([direct, routed])
 
 
 def test_a_joining_gateway_takes_its_share(cluster: Cluster) -> None:
@@ -329,6 +399,7 @@ def test_rolling_restart_fails_no_put(cluster: Cluster) -> None:
         Producer(f"r{i}", seeds[i], queue, list(range(6)), routed=True, retry_once=True).start()
         for i in range(2)
     ]
+    tail = Tailer(cluster.gateways[2].address, queue, list(range(6))).start()
     for gw in list(cluster.gateways):
         time.sleep(1)
         assert gw.stop() == 0
@@ -341,8 +412,10 @@ def test_rolling_restart_fails_no_put(cluster: Cluster) -> None:
         prod.stop()
     failures = [f for prod in producers for f in prod.failures]
     print(f"failed puts during a rolling restart of 3 gateways: {len(failures)}")
+    tail.stop()
     assert not failures, failures[:5]
     audit(cluster, queue, 6, producers)
+    tail.check(producers)
 
 
 def test_never_silent_a_second_lone_gateway_refuses_to_start(
