@@ -183,6 +183,8 @@ class ClusterMember:
 
     def _on_state(self, state: str) -> None:
         # kazoo's greenlet: never block here
+        if state == KazooState.LOST and not self._running:
+            return  # our own stop closed the session; the partitions were handed over
         if state == KazooState.LOST:
             log.warning("cluster: ZooKeeper session lost; every claim of %s is gone", self.gid)
             self.lease.revoke()

@@ -112,6 +112,7 @@ class Producer:
     routed: bool = False  # through hqueue.Connection (to each partition's owner)
     retry_once: bool = False
     batch: int = 20
+    timeout: float = 15.0  # seconds a call may take
     acked: list[tuple[int, list[str]]] = field(default_factory=list)
     retried: set[str] = field(default_factory=set)
     failures: list[str] = field(default_factory=list)
@@ -132,7 +133,7 @@ class Producer:
 
     def _run(self) -> None:
         host, _, port = self.address.rpartition(":")
-        conn = hqueue.Connection(host, int(port), timeout=15)
+        conn = hqueue.Connection(host, int(port), timeout=self.timeout)
         queue = conn.queue(self.queue)
         i = 0
         while not self.stopping.is_set():
@@ -339,7 +340,8 @@ def test_paused_owner_cannot_write_after_its_partitions_moved(cluster: Cluster) 
     owners = cluster.owners(queue)
     victim = cluster.gateway_at(owners[0])
     other = next(gw for gw in cluster.gateways if gw is not victim)
-    direct = Producer("z", victim.address, queue, [0], batch=50).start()  # to the zombie
+    # to the zombie, waiting out the pause: its pending put is answered after SIGCONT
+    direct = Producer("z", victim.address, queue, [0], batch=50, timeout=90).start()
     routed = Producer("r", other.address, queue, [0, 1, 2], routed=True).start()
     tail = Tailer(other.address, queue, [0]).start()
     time.sleep(1.5)
@@ -363,7 +365,7 @@ def test_paused_owner_cannot_write_after_its_partitions_moved(cluster: Cluster) 
     direct.stop()
     routed.stop()
     tail.stop()
-    assert direct.failures, "the paused gateway's pending put was not refused"
+    assert any("lease expired" in f for f in direct.failures), direct.failures[:3]
     print(f"puts refused by or around the paused gateway: {len(direct.failures)}; "
           f"first: {direct.failures[0]}")  # fmt: skip
     audit(cluster, queue, 3, [direct, routed])
