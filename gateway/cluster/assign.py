@@ -279,10 +279,16 @@ def _augment(
         for i in chosen:
             of_member[i].add(k)
     pending = deque(stuck)
+    # A path may start only from another short queue; give up after a round without one.
+    failed = 0
     while pending:
         k = pending.popleft()
-        if not _augment_once(k, holders, pool, of_member, n):
-            raise AssertionError(f"no complete choice of extras for queue {plans[k].name!r}")
+        if _augment_once(k, holders, pool, of_member, n):
+            failed = 0
+        else:
+            failed += 1
+            if failed > len(pending):
+                raise AssertionError(f"no complete choice of extras for queue {plans[k].name!r}")
         if len(holders[k]) < plans[k].extras:
             pending.append(k)
 
