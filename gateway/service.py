@@ -191,7 +191,8 @@ class GatewayService:
             if owner is None:
                 local.append((pid, topics, values))
             else:
-                hops.append(gevent.spawn(forwarder.forward, owner, name, pid, topics, values))
+                hops.append(gevent.spawn(_outcome, forwarder.forward, owner, name, pid, topics,
+                                         values))  # fmt: skip
         try:
             if local:
                 with contextlib.ExitStack() as owned:
@@ -213,8 +214,8 @@ class GatewayService:
         finally:
             gevent.joinall(hops)
         for hop in hops:
-            if hop.exception is not None:
-                raise hop.exception
+            if hop.value is not None:
+                raise hop.value
 
     def own(self, queue: str, partition: int, floor_ms: int) -> None:
         """This gateway became the partition's owner: its ids start at or above ``floor_ms``
@@ -482,6 +483,16 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _outcome(fn: Callable[..., None], *args: Any) -> BaseException | None:
+    """Runs ``fn`` in a greenlet of its own and returns its error instead of raising it
+    (gevent would print the traceback of a greenlet that raised)."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _size(raw: Any) -> str:
