@@ -226,12 +226,12 @@ def failover_times(url: str, zk: str, trials: int, say: Any) -> list[float]:
     return times
 
 
-def rolling_restart(url: str, zk: str, seconds_between: float) -> dict[str, int]:
+def rolling_restart(url: str, zk: str, seconds_between: float) -> dict[str, Any]:
     """Two routed producers (retrying an IOError once) while each of 3 gateways restarts."""
     import hqueue
     from hqueue.errors import HQueueError
 
-    stats = {"puts": 0, "retried": 0, "failed": 0}
+    stats: dict[str, Any] = {"puts": 0, "retried": 0, "failed": 0, "errors": []}
     stop = threading.Event()
 
     def produce(address: str) -> None:
@@ -244,8 +244,10 @@ def rolling_restart(url: str, zk: str, seconds_between: float) -> dict[str, int]
                     q.put_many([("t", b"x" * 100)] * 100, partition=i % 6)
                     stats["puts"] += 1
                     break
-                except HQueueError:
+                except HQueueError as exc:
                     stats["retried" if attempt == 1 else "failed"] += 1
+                    if len(stats["errors"]) < 20:
+                        stats["errors"].append(f"attempt {attempt}: {exc}")
             i += 1
         conn.close()
 

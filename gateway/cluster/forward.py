@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +27,18 @@ from ..errors import InvalidArgument, StoreError
 log = logging.getLogger(__name__)
 
 _IDLE_PER_ADDRESS = 8
+
+
+def _closed_by_peer(client: Any) -> bool:
+    """Whether the owner closed this idle pooled connection (a zero-timeout poll)."""
+    sock = getattr(getattr(client, "_iprot", None), "trans", None)
+    sock = getattr(sock, "sock", None)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        return bool(select.select([sock], [], [], 0)[0])  # nothing is owed between calls
+    except (OSError, ValueError):
+        return True
 
 
 class Forwarder:
@@ -54,6 +68,9 @@ class Forwarder:
     def _client(self, address: str) -> Iterator[Any]:
         idle = self._idle.setdefault(address, [])
         client = idle.pop() if idle else None
+        while client is not None and _closed_by_peer(client):
+            client.close()  # the owner restarted since: its old connections are gone
+            client = idle.pop() if idle else None
         try:
             if client is None:
                 host, _, port = address.rpartition(":")
