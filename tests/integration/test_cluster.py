@@ -229,6 +229,32 @@ class Tailer:
         assert not missed, f"a tailing reader stepped over {len(missed)} messages: {missed[:3]}"
 
 
+def subscribe(start_subscriber: Any, gw: GatewayProcess, queue: str, partitions: int,
+              zk_hosts: str, out: Path) -> None:  # fmt: skip
+    """A push subscriber of every partition from the start (registered in ZooKeeper)."""
+    starts = ",".join(f"{p}:earliest" for p in range(partitions))
+    start_subscriber(gw, queue, "s1", "--listener", f"jsonl:{out}", "--partitions", starts,
+                     registry=Registry("zookeeper", zk_hosts))  # fmt: skip
+
+
+def check_pushed(out: Path, partitions: int, producers: list[Producer]) -> None:
+    """Every acknowledged message was pushed at least once, in order per partition."""
+    acked = {v for prod in producers for _, vs in prod.acked for v in vs}
+
+    def pushed() -> list[list[Any]]:
+        return [
+            [r["partition"], r["timestamp"], r["sequence"], r["topic"], r["value"]]
+            for r in read_jsonl(out)
+        ]
+
+    wait_until(lambda: acked <= {m[4] for m in pushed()}, 60, what="every message pushed")
+    for p in range(partitions):
+        ids = [(m[1], m[2]) for m in pushed() if m[0] == p]
+        first_seen = list(dict.fromkeys(ids))
+        assert first_seen == sorted(first_seen), f"partition {p} pushed out of order"
+    print(f"pushed {len(pushed())} messages for {len(acked)} acknowledged (at-least-once)")
+
+
 Rows = list[tuple[int, int, str]]  # (timestamp, sequence, value) in scan order
 
 
@@ -319,11 +345,7 @@ def test_kill9_of_an_owner_moves_its_partitions(
     victim = cluster.gateway_at(owners[0])
     seed = next(gw for gw in cluster.gateways if gw is not victim)
     out = tmp_path / "pushed.jsonl"
-    start_subscriber(
-        seed, queue, "s1", "--listener", f"jsonl:{out}",
-        "--partitions", "0:earliest,1:earliest,2:earliest",
-        registry=Registry("zookeeper", zk_hosts),
-    )  # fmt: skip
+    subscribe(start_subscriber, seed, queue, 3, zk_hosts, out)
     prod = Producer("k", seed.address, queue, [0, 1, 2], routed=True).start()
     tail = Tailer(seed.address, queue, [0, 1, 2]).start()
     time.sleep(2)
@@ -423,13 +445,17 @@ def test_a_joining_gateway_takes_its_share(cluster: Cluster) -> None:
     audit(cluster, queue, 6, [prod])
 
 
-def test_rolling_restart_fails_no_put(cluster: Cluster) -> None:
+def test_rolling_restart_fails_no_put(
+    cluster: Cluster, start_subscriber: Any, zk_hosts: str, tmp_path: Path
+) -> None:
     """SIGTERM hands a gateway's partitions over before it exits: a client that routes by
     locations and retries an IOError once sees no failed put while every gateway restarts."""
     for _ in range(3):
         cluster.add()
     queue = new_queue(cluster, 6)
     seeds = [gw.address for gw in cluster.gateways]
+    out = tmp_path / "pushed.jsonl"
+    subscribe(start_subscriber, cluster.gateways[2], queue, 6, zk_hosts, out)
     producers = [
         Producer(f"r{i}", seeds[i], queue, list(range(6)), routed=True, retry_once=True).start()
         for i in range(2)
@@ -451,6 +477,7 @@ def test_rolling_restart_fails_no_put(cluster: Cluster) -> None:
     assert not failures, failures[:5]
     audit(cluster, queue, 6, producers)
     tail.check(producers)
+    check_pushed(out, 6, producers)
 
 
 def test_never_silent_a_second_lone_gateway_refuses_to_start(
