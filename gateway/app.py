@@ -90,6 +90,7 @@ class Gateway:
                     ),
                 ),
             )
+            self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)
             self.server.start()
             host, port = self.server.address
             advertise = self.config.advertise or f"{_reachable(self.config.host)}:{port}"

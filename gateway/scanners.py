@@ -9,8 +9,8 @@ partitions (newest first when reversed), ties broken by partition id.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
+import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import gevent
 
-from . import rowkey
+from . import peer, rowkey
 from .errors import InvalidArgument, Overloaded
 from .ids import wall_clock_ms
 from .rowkey import MessageId
@@ -223,7 +223,13 @@ class Scanner:
 
 
 class ScannerRegistry:
-    """Open scanners by id. Idle ones expire; the number open at once is bounded."""
+    """Open scanners by id. Idle ones expire; the number open at once is bounded.
+
+    A scanner belongs to the connection that opened it (:mod:`gateway.peer`): another
+    connection asking for its id is told there is no such scanner, exactly as for an id never
+    issued, and its connection's end closes it. Ids are drawn at random as well, so they say
+    nothing about how many were opened or which ids others hold.
+    """
 
     def __init__(self, *, idle_timeout: float = 60.0, max_open: int = 10_000) -> None:
         if idle_timeout <= 0:
@@ -232,10 +238,10 @@ class ScannerRegistry:
             raise ValueError("'max_open' must be >= 1")
         self.idle_timeout = idle_timeout
         self.max_open = max_open
-        self._open: dict[int, Scanner] = {}
-        # Recently finished or expired ids, so errors can say what happened to them.
-        self._gone: OrderedDict[int, str] = OrderedDict()
-        self._ids = itertools.count(1)
+        self._open: dict[int, tuple[int | None, Scanner]] = {}  # id -> (owner, scanner)
+        self._owned: dict[int | None, set[int]] = {}  # owner -> its open ids
+        # Recently finished or expired ids, so errors can tell their owner what happened.
+        self._gone: OrderedDict[int, tuple[int | None, str]] = OrderedDict()
         self._reaper: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -245,6 +251,7 @@ class ScannerRegistry:
         if self._reaper is not None:
             self._reaper.kill()
         self._open.clear()
+        self._owned.clear()
 
     def __len__(self) -> int:
         return len(self._open)
@@ -257,40 +264,58 @@ class ScannerRegistry:
                     f"too many open scanners ({self.max_open}); close the ones you no longer use"
                 )
         while True:
-            sid = next(self._ids)
-            if sid > MAX_SCANNER_ID:
-                self._ids = itertools.count(1)
-                continue
+            sid = secrets.randbelow(MAX_SCANNER_ID) + 1
             if sid not in self._open:
                 break
-        self._open[sid] = scanner
+        owner = _owner()
+        self._open[sid] = (owner, scanner)
+        self._owned.setdefault(owner, set()).add(sid)
         self._gone.pop(sid, None)
         return sid
 
     def get(self, sid: Any) -> Scanner:
-        scanner = self._open.get(sid) if isinstance(sid, int) else None
-        if scanner is None:
-            why = self._gone.get(sid) if isinstance(sid, int) else None
+        owner = _owner()
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is None or entry[0] != owner:
+            gone = self._gone.get(sid) if isinstance(sid, int) else None
+            why = gone[1] if gone is not None and gone[0] == owner else None
             raise InvalidArgument("id", f"no open scanner {sid!r}" + (f" ({why})" if why else ""))
+        scanner = entry[1]
         scanner.last_used = time.monotonic()
         return scanner
 
     def finish(self, sid: int, why: str) -> None:
-        if self._open.pop(sid, None) is not None:
-            self._gone[sid] = why
+        entry = self._open.pop(sid, None)
+        if entry is not None:
+            owned = self._owned.get(entry[0])
+            if owned is not None:
+                owned.discard(sid)
+                if not owned:
+                    del self._owned[entry[0]]
+            self._gone[sid] = (entry[0], why)
             while len(self._gone) > 10_000:
                 self._gone.popitem(last=False)
 
     def close(self, sid: Any) -> None:
-        if isinstance(sid, int) and sid in self._open:
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is not None and entry[0] == _owner():
             self.finish(sid, "closed")
-        elif not (isinstance(sid, int) and self._gone.get(sid) == "it reached its end"):
+            return
+        gone = self._gone.get(sid) if isinstance(sid, int) else None
+        if not (gone is not None and gone == (_owner(), "it reached its end")):
             # Closing a scanner that ran to its end is harmless: clients are told to close.
             self.get(sid)
 
+    def drop_owner(self, owner: int) -> int:
+        """Closes every scanner of connection ``owner`` (it went away); returns how many."""
+        sids = list(self._owned.get(owner, ()))
+        for sid in sids:
+            self.finish(sid, "its connection closed")
+        return len(sids)
+
     def expire_idle(self) -> int:
         deadline = time.monotonic() - self.idle_timeout
-        stale = [sid for sid, s in self._open.items() if s.last_used < deadline and not s.busy]
+        stale = [sid for sid, (_, s) in self._open.items() if s.last_used < deadline and not s.busy]
         for sid in stale:
             self.finish(sid, f"expired after {self.idle_timeout:g} s idle")
         return len(stale)
@@ -301,3 +326,8 @@ class ScannerRegistry:
             expired = self.expire_idle()
             if expired:
                 log.info("expired %d idle scanner(s)", expired)
+
+
+def _owner() -> int | None:
+    caller = peer.current()
+    return None if caller is None else caller.id

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
+from . import peer
 from .wire import BULK_METHODS, MessageReader, RequestLimits, SocketWriter
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,8 @@ class ThriftServer:
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
         self._connections: set[socket.socket] = set()
+        # Called with a connection's Peer once it is gone (the gateway closes its scanners).
+        self.on_close: Callable[[peer.Peer], object] | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -66,6 +70,7 @@ class ThriftServer:
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        caller = peer.enter(*_host_port(address))
         reader = MessageReader(
             sock, framed=self.wire.framed, compact=self.wire.compact, limits=self.wire.limits
         )
@@ -100,7 +105,15 @@ class ThriftServer:
             self._connections.discard(sock)
             with contextlib.suppress(OSError):
                 sock.close()
+            if self.on_close is not None:
+                self.on_close(caller)
 
 
 def _peer(address: Any) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+
+
+def _host_port(address: Any) -> tuple[str, int]:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return str(address[0]), int(address[1])
+    return str(address), 0  # a Unix socket: no host

@@ -64,10 +64,10 @@ class GatewayService:
         self._put(queueName, None, tMessages, "tMessages")
 
     def putMessageWithPid(self, queueName: Any, partitionID: Any, tMessage: Any) -> None:
-        self._put(queueName, partitionID, [tMessage], "tMessage")
+        self._put(queueName, _required_pid(partitionID), [tMessage], "tMessage")
 
     def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages")
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages")
 
     def _put(self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str) -> None:
         meta = self._queue(raw_queue, writable=True)
@@ -355,6 +355,14 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _required_pid(raw: Any) -> Any:
+    """Only the methods without a pid pick a partition: an unset one here is a mistake (a
+    client that forgot it would otherwise scatter its messages)."""
+    if raw is None:
+        raise InvalidArgument("partitionID", "must be set (putMessages picks a partition)")
+    return raw
 
 
 def _size(raw: Any) -> str:

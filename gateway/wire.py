@@ -45,9 +45,12 @@ class RequestLimits:
     def for_batches(
         cls, max_request_bytes: int, max_value_bytes: int, max_batch_messages: int
     ) -> RequestLimits:
+        # A string may be as long as a request: a body over --max-value-bytes is then refused
+        # by the service with IllegalArgument on a connection that stays open, instead of the
+        # client seeing its connection closed (a broken pipe) with no reason given.
         return cls(
             max_request_bytes=max_request_bytes,
-            max_string_bytes=max(max_value_bytes, 4096),
+            max_string_bytes=max(max_request_bytes, max_value_bytes, 4096),
             max_container=max(max_batch_messages, 32767),  # a list of every partition id
             max_values=8 * max_batch_messages + 1024,  # a message is at most ~5 values
         )
