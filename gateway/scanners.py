@@ -75,11 +75,14 @@ class PartitionCursor:
     def peek_ready(self) -> bool:
         return bool(self._buffer)
 
-    def fill(self, store: PartitionStore, meta: QueueMeta, want: int) -> None:
-        """Reads until at least ``want`` rows are buffered or the range is exhausted."""
+    def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
+        """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
+        values, are buffered, or the range is exhausted. The byte bound keeps what a reply
+        reads ahead within the reply cap: 160 bodies of 1 MiB asked for at once were all read
+        (and the ones past the 16 MiB reply held in the scanner afterwards)."""
         cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
         limit = max(want, self.chunk)
-        while len(self._buffer) < want and not self._done:
+        while len(self._buffer) < want and self._bytes < max_bytes and not self._done:
             lower = max(self._lower, cutoff)
             result = store.scan(
                 meta,
@@ -89,6 +92,7 @@ class PartitionCursor:
                 reverse=self.spec.reverse,
                 topics=self.spec.topics,
                 limit=limit - len(self._buffer),
+                max_bytes=max_bytes - self._bytes,
             )
             self._buffer.extend(result.rows)
             self._bytes += result.size
@@ -98,30 +102,32 @@ class PartitionCursor:
                 self._upper = result.resume_after
             else:
                 self._lower = result.resume_after + b"\x00"  # keys are fixed-length
-            if not self._done and len(self._buffer) < want:
+            if not self._done and len(self._buffer) < want and self._bytes < max_bytes:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
     def take(self, n: int, max_bytes: int) -> list[Row]:
         """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
         buf = self._buffer
-        if self._bytes > max_bytes:  # rare: count row by row
-            rows: list[Row] = []
-            size = 0
-            while buf and len(rows) < n and size < max_bytes:
-                row = buf.popleft()
-                size += len(row[2]) + len(row[3])
-                rows.append(row)
-            self._bytes = max(0, self._bytes - size)
-            return rows
-        if n >= len(buf):
+        if n >= len(buf) and self._bytes <= max_bytes:
             rows = list(buf)
             buf.clear()
             self._bytes = 0
             return rows
-        return [buf.popleft() for _ in range(n)]  # what is left keeps the (upper) bound
+        # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
+        # stops reading ahead on it.
+        rows = []
+        size = 0
+        while buf and len(rows) < n and size < max_bytes:
+            row = buf.popleft()
+            size += len(row[2]) + len(row[3])
+            rows.append(row)
+        self._bytes = max(0, self._bytes - size) if buf else 0
+        return rows
 
     def pop(self) -> Row:
-        return self._buffer.popleft()
+        row = self._buffer.popleft()
+        self._bytes = max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0
+        return row
 
     def head(self) -> Row:
         return self._buffer[0]
@@ -181,7 +187,7 @@ class Scanner:
         meta = self._meta()
         if len(self.cursors) == 1:
             cursor = self.cursors[0]
-            cursor.fill(self.store, meta, n)
+            cursor.fill(self.store, meta, n, max_bytes)
             return MessageRows(cursor.partition, cursor.take(n, max_bytes))
         return self._merge(meta, n, max_bytes)
 
@@ -190,12 +196,14 @@ class Scanner:
         # smallest; refill a cursor only when it has run dry.
         reverse = self.spec.reverse
         per_cursor = max(1, min(self.spec.caching, n))
+        # Every cursor needs a head row to merge; together they read ahead about one reply.
+        per_cursor_bytes = max(1, max_bytes // len(self.cursors))
         heap: list[tuple[Any, ...]] = []
         for index, cursor in enumerate(self.cursors):
             if index % 512 == 511:
                 gevent.sleep(0)  # a queue may have 32767 partitions; let others in meanwhile
             if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
             if cursor.peek_ready():
                 heap.append(self._order(cursor.head(), cursor.partition, index, reverse))
         heapq.heapify(heap)
@@ -210,7 +218,7 @@ class Scanner:
             rows.append(row)
             size += len(row[3]) + len(row[2])
             if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
             if cursor.peek_ready():
                 heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
         return MessageRows(partitions, rows)

@@ -472,8 +472,11 @@ class EmbeddedStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,
     ) -> ScanResult:
         layout, (cf, _) = self._family(queue, partition)
+        if max_bytes is None:
+            max_bytes = 1 << 62
         family = layout.base
         floor = self._pending_floor(family, partition)
         if floor is not None and floor < upper:
@@ -503,7 +506,7 @@ class EmbeddedStore(PartitionStore):
                     _, ts, seq = unpack(key)
                     append((ts, seq, topic, cell[n:]))
                     size += len(cell)
-                    if len(rows) >= limit:
+                    if len(rows) >= limit or size >= max_bytes:
                         self._cursors.keep(slot, key if reverse else key + b"\x00", items)
                         return ScanResult(rows, key, size)
                 budget -= 1
