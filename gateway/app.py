@@ -51,6 +51,11 @@ class GatewayConfig:
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
+    # -- limits against hostile or broken clients (issue 17) --
+    request_timeout: float = 30.0  # seconds a partly received request may go without a byte
+    max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
+    send_timeout: float = 60.0  # seconds one reply may take to be sent
+    subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
 
 
 class Gateway:
@@ -88,6 +93,9 @@ class Gateway:
                         self.config.max_value_bytes,
                         self.config.max_batch_messages,
                     ),
+                    request_timeout=self.config.request_timeout,
+                    send_timeout=self.config.send_timeout,
+                    max_pending_bytes=self.config.max_pending_request_bytes,
                 ),
             )
             self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)

@@ -8,6 +8,10 @@ its safeguard removed and failed (see the commit that added it).
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+import threading
 import time
 from typing import Any
 
@@ -16,7 +20,20 @@ import pytest
 
 from tests.integration.test_robustness import (
     MB,
+    T_I32,
+    T_STRING,
+    T_STRUCT,
+    Pinger,
     RssPeak,
+    b_field,
+    b_i32,
+    b_list,
+    b_msg,
+    b_str,
+    connect,
+    poll,
+    put_messages_prefix,
+    read_reply,
 )
 
 MiB = 1 << 20
@@ -54,3 +71,165 @@ def test_read_ahead_is_bounded_by_the_reply_cap(gateway: Any, T: Any) -> None:
     while batch := c.messageScannerGetList(sid, 160):
         got += len(batch)
     assert got == 160 - 16, "the rest is still there to read"
+
+
+def _put_one_value(declared: int) -> bytes:
+    """A putMessages request up to the start of one body of ``declared`` bytes."""
+    return (
+        put_messages_prefix()
+        + b_list(T_STRUCT, 1)
+        + b_field(T_STRING, 3)
+        + b_str(b"t")
+        + b_field(T_STRING, 4)
+        + b_i32(declared)
+    )
+
+
+def test_a_stalled_request_times_out(start_gateway: Any) -> None:
+    """Half a put, then silence: the connection is closed once --request-timeout passes
+    without a byte (it stayed open for good, holding the half). A connection idle between
+    requests is not affected."""
+    gw = start_gateway("--request-timeout", "2")
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    idle = connect(gw)
+    s = connect(gw)
+    s.sendall(_put_one_value(2 * MiB) + b"x" * MiB)
+    t0 = time.monotonic()
+    state, _ = read_reply(s, timeout=15)
+    waited = time.monotonic() - t0
+    print(f"a stalled half request was dropped after {waited:.1f} s ({state})")
+    assert state == "closed" and 1.5 < waited < 12
+    idle.sendall(b_msg("listQueues") + b"\x00")
+    assert read_reply(idle)[0] == "reply"  # idle for as long, still served
+    assert "no byte of it for 2 s" in gw.log()
+
+
+def test_unfinished_requests_share_a_capped_budget(start_gateway: Any) -> None:
+    """12 connections each send 20 MiB of a 23 MiB put and go silent (the first gateway held
+    ~289 MiB for good with 24 of 48). With --max-pending-request-bytes 32 MiB the gateway holds
+    about that much, small calls are served throughout, the stalled ones are dropped after the
+    request timeout and a whole put fits again afterwards."""
+    gw = start_gateway(
+        "--max-request-bytes", str(24 * MiB), "--max-pending-request-bytes", str(32 * MiB),
+        "--request-timeout", "4",
+    )  # fmt: skip
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    c.putMessages("q", [])
+    header = _put_one_value(23 * MiB)
+    chunk = b"y" * (256 * 1024)
+    sent = [0] * 12
+    socks = [connect(gw, timeout=3) for _ in sent]
+
+    def attack(i: int) -> None:
+        s = socks[i]
+        try:
+            s.sendall(header)
+            while sent[i] < 20 * MiB:
+                s.sendall(chunk)
+                sent[i] += len(chunk)
+        except OSError:  # a timeout once the gateway stops reading, or the drop
+            pass
+
+    with Pinger(gw) as pinger, RssPeak(gw.pid) as rss:
+        threads = [threading.Thread(target=attack, args=(i,)) for i in range(len(socks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        held = rss.growth
+        # every stalled connection is dropped once the request timeout passes
+        for s in socks:
+            assert read_reply(s, timeout=20)[0] == "closed"
+            s.close()
+    print(
+        f"12 stalled puts: {sum(sent) / MiB:.0f} MiB sent, gateway RSS grew by at most "
+        f"{held / MB:.0f} MB; healthy client's worst latency {pinger.worst * 1000:.0f} ms"
+    )
+    assert held < 80 * MB, f"gateway RSS grew by {held / MB:.0f} MB"
+    assert not pinger.problems()
+    c.putMessages("q", [T_msg(b"z" * (4 * MiB))] * 5)  # 20 MiB in one put: room again
+
+
+def T_msg(value: bytes) -> Any:
+    from hqueue.protocol import hqueue_thrift
+
+    return hqueue_thrift().TMessage(topic=b"t", value=value)
+
+
+def test_framed_small_methods_are_judged_by_the_frame_length(start_gateway: Any) -> None:
+    """A framed listQueues announcing 60 MiB was read whole before its 1 MiB limit applied;
+    now the frame's method is read first and the frame refused at once."""
+    gw = start_gateway("--framed")
+    with RssPeak(gw.pid) as rss:
+        s = connect(gw)
+        t0 = time.monotonic()
+        frame = struct.pack(">i", 60 * MiB) + b_msg("listQueues") + b_field(T_I32, 9)
+        s.sendall(frame)
+        sent = 0
+        try:
+            while sent < 60 * MiB:
+                s.sendall(b"\x00" * 65536)
+                sent += 65536
+        except OSError:
+            pass
+        state, _ = read_reply(s)
+        elapsed = time.monotonic() - t0
+        s.close()
+    print(f"framed 60 MiB listQueues: {state} after {sent / MiB:.1f} MiB, {elapsed:.2f} s")
+    assert state == "closed"
+    assert sent < 8 * MiB
+    assert rss.growth < 20 * MB
+
+
+def test_a_client_that_never_reads_is_dropped(start_gateway: Any, T: Any) -> None:
+    """5 clients ask for 16 MiB replies and never read them (the gateway held ~80 MiB per such
+    client): each holds at most its one reply, is not read meanwhile, and is dropped once
+    --send-timeout passes; the memory comes back."""
+    gw = start_gateway("--send-timeout", "2")
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    for _ in range(4):
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"v" * MiB)] * 5)
+    base = rss(gw)
+    socks = []
+    with Pinger(gw) as pinger, RssPeak(gw.pid) as peak:
+        sids = []
+        for _ in range(5):  # scanners belong to their connection: each opens its own
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((gw.host, gw.port))
+            s.sendall(b_msg("queueScannerOpen") + b_field(T_STRING, 1) + b_str(b"q") + b"\x00")
+            state, reply = read_reply(s)
+            assert state == "reply", reply
+            sids.append(struct.unpack(">i", reply[-5:-1])[0])  # field 0 (i32), then STOP
+            socks.append(s)
+        for s, sid in zip(socks, sids, strict=True):  # 20 MiB asked, 16 MiB sent, never read
+            s.sendall(
+                b_msg("messageScannerGetList") + b_field(T_I32, 1) + b_i32(sid)
+                + b_field(T_I32, 2) + b_i32(20) + b"\x00"
+            )  # fmt: skip
+        time.sleep(1)  # well within the send timeout: all five are stuck now
+        stuck = rss(gw) - base
+        poll(lambda: gw.log().count("read no reply") >= 5, timeout=20, what="the drops")
+        closed = 0
+        for s in socks:  # now read: what was sent, then the end of the connection
+            total = 0
+            s.settimeout(20)
+            with contextlib.suppress(OSError):
+                while data := s.recv(1 << 20):
+                    total += len(data)
+            closed += total < 16 * MiB
+            s.close()
+        time.sleep(0.5)
+        after = rss(gw) - base
+    print(
+        f"5 clients not reading: +{stuck / MB:.0f} MB while stuck (peak +{peak.growth / MB:.0f}),"
+        f" +{after / MB:.0f} MB after they were dropped; {closed} dropped mid-reply"
+    )
+    assert closed == 5
+    assert stuck < 5 * 30 * MB  # one reply (16 MiB) each, and little else
+    assert peak.growth < 5 * 40 * MB
+    assert after < 40 * MB
+    assert not pinger.problems()
