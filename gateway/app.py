@@ -120,6 +120,7 @@ class Gateway:
                 max_value_bytes=self.config.max_value_bytes,
             )
             self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
+            self.service.subscriptions.subscriber_hosts = frozenset(self.config.subscriber_hosts)
             self.service.after_put = self.push.notify_put
             self.server.processor = processor
         except Exception:

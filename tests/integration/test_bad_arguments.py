@@ -154,3 +154,26 @@ def test_overlong_compact_varint_is_never_stored(start_gateway: Any, T: Any) -> 
     with pytest.raises(T.IllegalArgument):
         c.queueScannerOpen("q", T.TMessageScan(startMessageID=T.TMessageID(-1, 0)))
     assert gw.proc.poll() is None
+
+
+@pytest.mark.parametrize("extra", [(), ("--subscriber-hosts", "10.1.2.3,sub.example")])
+def test_subscribers_must_be_on_the_callers_host(
+    start_gateway: Any, T: Any, extra: tuple[str, ...]
+) -> None:
+    """subscribe made the gateway connect wherever a client said (it pushed to a mistyped
+    'j27.0.0.1:1'). A subscriber address must now name the caller's host, unless the host is
+    listed in --subscriber-hosts."""
+    gw = start_gateway(*extra)
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    sub = T.TSubscription(name=b"s")
+    refused = ["j27.0.0.1:1", "192.0.2.7:9000"] + ([] if extra else ["10.1.2.3:9000"])
+    for address in refused:
+        message = _illegal(T, c.subscribe, "q", sub, address, 5)
+        print(f"subscribe at {address}: {message!r}")
+        assert message.startswith("address:") and "--subscriber-hosts" in message
+    assert c.listSubscribers("q") == []
+    allowed = ["127.0.0.1:1", "localhost:1"] + (["10.1.2.3:9000", "sub.example:2"] if extra else [])
+    for address in allowed:
+        lease = c.subscribe("q", sub, address, 5)
+        c.unsubscribe("q", b"s", lease)
