@@ -34,6 +34,8 @@ away in the thread pool (RocksDB compaction also releases the GIL), so puts neve
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -234,6 +236,7 @@ class EmbeddedStore(PartitionStore):
         self._closed: deque[tuple[int, dict[str, int]]] = deque()
         self._flushes: gevent.queue.Queue[tuple[int, dict[str, int]] | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
+        self._no_spare_until = 0.0  # monotonic time before which no spare is prepared
         self.ttl_sweep_interval = ttl_sweep_interval
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
@@ -343,8 +346,15 @@ class EmbeddedStore(PartitionStore):
                 raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
             meta = meta.with_changes(generation=self._next_generation())
             layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
-            self._open_families(meta.name, layout, create=True)
-            self._save_meta(meta)
+            try:
+                self._open_families(meta.name, layout, create=True)
+                self._save_meta(meta)
+            except BaseException:
+                self._families.pop(meta.name, None)
+                self._undo_families(layout)
+                with contextlib.suppress(Exception):
+                    self._db_required().delete(_META_PREFIX + meta.name.encode(), self._no_sync)
+                raise
             self._queues[meta.name] = meta
             return meta
 
@@ -362,8 +372,18 @@ class EmbeddedStore(PartitionStore):
             new = old.with_changes(generation=self._next_generation())
             old_families = self._families.pop(name)
             layout = _Layout.of(new, families_for(new, self._families_in_use()))
-            self._open_families(name, layout, create=True)
-            self._save_meta(new)
+            try:
+                self._open_families(name, layout, create=True)
+                self._save_meta(new)
+            except BaseException:
+                # All or nothing: a truncate that failed (a full disk: RocksDB could not write
+                # its OPTIONS file) left the queue without families, answering IllegalArgument
+                # for good. Put the old generation back and forget the new one.
+                self._families[name] = old_families
+                self._undo_families(layout)
+                with contextlib.suppress(Exception):
+                    self._save_meta(old)
+                raise
             self._queues[name] = new
             self._drop(old_families[0])
             return new
@@ -444,7 +464,7 @@ class EmbeddedStore(PartitionStore):
                 while len(self._closed) > LOG_SEGMENTS_KEPT:
                     self._flushes.put(self._closed.popleft())
         except (OSError, LogError) as exc:
-            raise StoreError(f"writing the write-ahead log failed: {exc}") from exc
+            raise StoreError(_explain(exc, "writing the write-ahead log failed")) from exc
         for name, count in names:
             self._written[name] = None
             self._rows[name] = self._rows.get(name, 0) + count
@@ -456,11 +476,15 @@ class EmbeddedStore(PartitionStore):
         for handle, cells in rows:
             put_wal_cells(batch.put, handle, cells)
         self._db_call(db.write, batch, self._no_wal)
-        if self._spare is None and self._wal.wants_spare():
+        if (
+            self._spare is None
+            and self._wal.wants_spare()
+            and time.monotonic() >= self._no_spare_until
+        ):
             self._spare = gevent.spawn(self._make_spare)
         group.done.wait()
         if group.error is not None:
-            raise StoreError(f"syncing the write-ahead log failed: {group.error}")
+            raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
 
     def scan(
         self,
@@ -658,7 +682,9 @@ class EmbeddedStore(PartitionStore):
             )
             self._wal.add_spare(made)
         except Exception as exc:
-            log.warning("preparing a write-ahead log segment: %s", exc)
+            # Not again for a while: on a full disk every attempt writes a segment of zeros.
+            self._no_spare_until = time.monotonic() + 10.0
+            log.warning("preparing a write-ahead log segment: %s", _explain(exc, "failed"))
         finally:
             self._spare = None
 
@@ -761,7 +787,7 @@ class EmbeddedStore(PartitionStore):
         try:
             return fn(*args)
         except Exception as exc:
-            raise StoreError(f"embedded store: {exc}") from exc
+            raise StoreError(_explain(exc, "embedded store")) from exc
 
     def _require(self, name: str) -> QueueMeta:
         meta = self._queues.get(name)
@@ -792,6 +818,14 @@ class EmbeddedStore(PartitionStore):
             cf = self._db_call(db.get_column_family, name)
             opened.append((cf, self._db_call(db.get_column_family_handle, name)))
         self._families[queue] = (layout, opened)
+
+    def _undo_families(self, layout: _Layout) -> None:
+        """Drops what exists of ``layout``'s families (after a failed create or truncate); one
+        that cannot be dropped now is an orphan the next start drops."""
+        db = self._db_required()
+        for name in layout.names():
+            with contextlib.suppress(Exception):
+                db.drop_column_family(name)
 
     def _drop_families(self, queue: str) -> None:
         entry = self._families.pop(queue, None)
@@ -839,6 +873,16 @@ def _apply_record(payload: bytes, put: Any, handles: dict[bytes, Any]) -> int:
         if handle is not None:
             rows += put_wal_cells(put, handle, cells)
     return rows
+
+
+def _explain(exc: BaseException, what: str) -> str:
+    """``what: exc``, saying plainly when the disk is full (ENOSPC, as an OSError or inside
+    RocksDB's message), which is what an operator must act on."""
+    text = str(exc)
+    full = getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text
+    if full or "short write" in text:
+        return f"{what}: the disk is full (free space, e.g. delete a queue): {text}"
+    return f"{what}: {text}"
 
 
 def _record_key(namespace: str, key: str) -> bytes:
