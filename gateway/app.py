@@ -56,6 +56,7 @@ class GatewayConfig:
     max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
     send_timeout: float = 60.0  # seconds one reply may take to be sent
     subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
+    max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
 
 
 class Gateway:
@@ -63,7 +64,9 @@ class Gateway:
         self.config = config
         self.store = store or open_store(config)
         self.scanners = ScannerRegistry(
-            idle_timeout=config.scanner_timeout, max_open=config.max_scanners
+            idle_timeout=config.scanner_timeout,
+            max_open=config.max_scanners,
+            max_partitions=config.max_scanner_partitions,
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None

@@ -166,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="hosts a subscriber's address may name besides the host of the subscribe call "
         "(default: none; '*' allows any)",
     )
+    guard.add_argument(
+        "--max-scanner-partitions",
+        type=int,
+        default=1 << 20,
+        help="partitions all open scanners may cover together; opening more is an IOError "
+        "(default %(default)s: 32 scanners over the widest queue)",
+    )
     return p
 
 
@@ -193,6 +200,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_buffer",
         "push_buffer_bytes",
         "log_segment_mb",
+        "max_scanner_partitions",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -266,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_pending_request_bytes=args.max_pending_request_bytes,
         send_timeout=args.send_timeout,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
+        max_scanner_partitions=args.max_scanner_partitions,
     )
     gateway = Gateway(config)
     try:

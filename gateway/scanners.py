@@ -75,6 +75,9 @@ class PartitionCursor:
     def peek_ready(self) -> bool:
         return bool(self._buffer)
 
+    def exhausted(self) -> bool:
+        return self._done and not self._buffer
+
     def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
         """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
         values, are buffered, or the range is exhausted. The byte bound keeps what a reply
@@ -168,9 +171,21 @@ class Scanner:
         self.queue = meta.name
         self.generation = meta.generation
         self.spec = spec
-        self.cursors = [PartitionCursor(p, spec) for p in partitions]
+        # Partitions whose cursor is not made yet: a queue scanner over 32767 partitions cost
+        # ~32 MiB at open when every cursor was made at once. Cursors are made at the first
+        # read and dropped once their partition is exhausted.
+        self._pending: Sequence[int] | None = partitions
+        self.width = len(partitions)  # what the registry counts against its cap
+        self.cursors: list[PartitionCursor] = []
+        if len(partitions) == 1:
+            self._make_cursors()
         self.last_used = time.monotonic()
         self.busy = False
+
+    def _make_cursors(self) -> None:
+        if self._pending is not None:
+            self.cursors = [PartitionCursor(p, self.spec) for p in self._pending]
+            self._pending = None
 
     def _meta(self) -> QueueMeta:
         meta = self.store.get_queue(self.queue)
@@ -194,10 +209,22 @@ class Scanner:
     def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> MessageRows:
         # Every cursor that is not exhausted must have a head row before we can pick the
         # smallest; refill a cursor only when it has run dry.
-        reverse = self.spec.reverse
         per_cursor = max(1, min(self.spec.caching, n))
         # Every cursor needs a head row to merge; together they read ahead about one reply.
-        per_cursor_bytes = max(1, max_bytes // len(self.cursors))
+        per_cursor_bytes = max(1, max_bytes // max(1, len(self.cursors) or self.width))
+        if self._pending is not None:  # the first read: keep only partitions with rows
+            pending, self._pending = self._pending, None
+            for i, p in enumerate(pending):
+                if i % 512 == 511:
+                    gevent.sleep(0)
+                cursor = PartitionCursor(p, self.spec)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+                if not cursor.exhausted():
+                    self.cursors.append(cursor)
+        self.cursors = [c for c in self.cursors if not c.exhausted()]
+        if not self.cursors:
+            return MessageRows([], [])
+        reverse = self.spec.reverse
         heap: list[tuple[Any, ...]] = []
         for index, cursor in enumerate(self.cursors):
             if index % 512 == 511:
@@ -239,13 +266,24 @@ class ScannerRegistry:
     nothing about how many were opened or which ids others hold.
     """
 
-    def __init__(self, *, idle_timeout: float = 60.0, max_open: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        idle_timeout: float = 60.0,
+        max_open: int = 10_000,
+        max_partitions: int = 1 << 20,
+    ) -> None:
         if idle_timeout <= 0:
             raise ValueError("'idle_timeout' must be > 0 seconds")
         if max_open < 1:
             raise ValueError("'max_open' must be >= 1")
+        if max_partitions < 1:
+            raise ValueError("'max_partitions' must be >= 1")
         self.idle_timeout = idle_timeout
         self.max_open = max_open
+        # Partitions of all open scanners together: each may hold a cursor and its head rows.
+        self.max_partitions = max_partitions
+        self.partitions = 0
         self._open: dict[int, tuple[int | None, Scanner]] = {}  # id -> (owner, scanner)
         self._owned: dict[int | None, set[int]] = {}  # owner -> its open ids
         # Recently finished or expired ids, so errors can tell their owner what happened.
@@ -260,6 +298,7 @@ class ScannerRegistry:
             self._reaper.kill()
         self._open.clear()
         self._owned.clear()
+        self.partitions = 0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -271,12 +310,21 @@ class ScannerRegistry:
                 raise Overloaded(
                     f"too many open scanners ({self.max_open}); close the ones you no longer use"
                 )
+        if self.partitions + scanner.width > self.max_partitions:
+            self.expire_idle()
+            if self.partitions + scanner.width > self.max_partitions:
+                raise Overloaded(
+                    f"open scanners cover {self.partitions} partitions; this one would pass the "
+                    f"limit of {self.max_partitions} (--max-scanner-partitions): close scanners "
+                    "you no longer use"
+                )
         while True:
             sid = secrets.randbelow(MAX_SCANNER_ID) + 1
             if sid not in self._open:
                 break
         owner = _owner()
         self._open[sid] = (owner, scanner)
+        self.partitions += scanner.width
         self._owned.setdefault(owner, set()).add(sid)
         self._gone.pop(sid, None)
         return sid
@@ -295,6 +343,7 @@ class ScannerRegistry:
     def finish(self, sid: int, why: str) -> None:
         entry = self._open.pop(sid, None)
         if entry is not None:
+            self.partitions -= entry[1].width
             owned = self._owned.get(entry[0])
             if owned is not None:
                 owned.discard(sid)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -202,7 +202,7 @@ class GatewayService:
 
     def queueScannerOpen(self, queueName: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
-        return self._open(meta, list(range(meta.partitions)), messageScan)
+        return self._open(meta, range(meta.partitions), messageScan)
 
     def combinedScannerOpen(self, queueName: Any, partitionIDs: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
@@ -216,7 +216,7 @@ class GatewayService:
         )
         return self._open(meta, partitions, messageScan)
 
-    def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
+    def _open(self, meta: QueueMeta, partitions: Sequence[int], raw: Any) -> int:
         spec = self._scan_spec(raw)
         return self.scanners.add(Scanner(self.store, meta, partitions, spec))
 

@@ -233,3 +233,31 @@ def test_a_client_that_never_reads_is_dropped(start_gateway: Any, T: Any) -> Non
     assert peak.growth < 5 * 40 * MB
     assert after < 40 * MB
     assert not pinger.problems()
+
+
+def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any, T: Any) -> None:
+    """A queue scanner over 32767 partitions cost ~32 MiB at open, so a handful exhausted
+    memory. Cursors are now made at the first read and dropped when their partition is
+    exhausted, and the partitions of all open scanners together are capped
+    (--max-scanner-partitions): past it opening is an IOError."""
+    gw = start_gateway("--max-scanner-partitions", str(10 * 32767))
+    c = gw.client()
+    c.createQueue("wide", 32767, 3600, {})
+    c.putMessagesWithPid("wide", 7, [T.TMessage(topic=b"t", value=b"seven")])
+    c.putMessagesWithPid("wide", 30000, [T.TMessage(topic=b"t", value=b"thirty")])
+    base = rss(gw)
+    sids = [c.queueScannerOpen("wide", None) for _ in range(10)]
+    opened = rss(gw) - base
+    with pytest.raises(T.IOError) as info:
+        c.queueScannerOpen("wide", None)
+    print(f"10 scanners over 32767 partitions: +{opened / MB:.1f} MB; the 11th: {info.value}")
+    assert opened < 20 * MB
+    assert "--max-scanner-partitions" in info.value.message or "limit" in info.value.message
+    got = c.messageScannerGetList(sids[0], 10)
+    assert [m.value for m in got] == [b"seven", b"thirty"]
+    after_read = rss(gw) - base
+    print(f"after reading one of them: +{after_read / MB:.1f} MB")
+    assert after_read < 20 * MB
+    assert c.messageScannerGetList(sids[0], 10) == []  # the end frees it
+    c.messageScannerClose(sids[1])
+    sids[0] = c.queueScannerOpen("wide", None)  # room again
