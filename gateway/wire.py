@@ -137,12 +137,14 @@ class MessageReader:
         limits: RequestLimits,
         request_timeout: float | None = None,
         budget: PendingBudget | None = None,
+        idle_timeout: float | None = None,
     ):
         self._sock = sock
         self._framed = framed
         self._compact = compact
         self._limits = limits
         self._timeout = request_timeout
+        self._idle_timeout = idle_timeout  # between messages: None = wait as long as it takes
         self._budget = budget
         self._held = 0  # bytes drawn from the budget
         self._buf = bytearray()
@@ -234,7 +236,7 @@ class MessageReader:
     def _receive(self, buf: bytearray) -> None:
         sock = self._sock
         if not buf:  # between requests: a client may stay idle as long as it likes
-            sock.settimeout(None)
+            sock.settimeout(self._idle_timeout)
         else:
             deadline = time.monotonic() + (self._timeout or 1e9)
             want = len(buf) + _READ_CHUNK - FREE_PENDING_BYTES - self._held
@@ -250,8 +252,9 @@ class MessageReader:
         try:
             chunk = sock.recv(_READ_CHUNK)
         except TimeoutError:
+            waited = self._timeout if buf else self._idle_timeout
             raise BadRequest(
-                f"refused request: no byte of it for {self._timeout:g} s after {len(buf)} bytes"
+                f"refused request: no byte of it for {waited or 0:g} s after {len(buf)} bytes"
             ) from None
         if not chunk:
             raise TTransportException(TTransportException.END_OF_FILE, "peer closed")

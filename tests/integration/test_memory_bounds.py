@@ -261,3 +261,69 @@ def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any,
     assert c.messageScannerGetList(sids[0], 10) == []  # the end frees it
     c.messageScannerClose(sids[1])
     sids[0] = c.queueScannerOpen("wide", None)  # room again
+
+
+class EvilSubscriber:
+    """Serves consumeMessages by answering every call with ``reply``, on its own thread."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self.calls = 0
+        self._srv = socket.create_server(("127.0.0.1", 0))
+        self._srv.settimeout(0.2)
+        self.port = self._srv.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._srv.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                with contextlib.suppress(OSError):
+                    while not self._stop.is_set() and conn.recv(1 << 20):
+                        self.calls += 1
+                        conn.sendall(self.reply)  # a reply per chunk is plenty to hurt
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._srv.close()
+
+
+def test_subscriber_replies_are_checked_before_decoding(start_gateway: Any, T: Any) -> None:
+    """A subscriber answering consumeMessages with a reply that announces a list of 2^31-1
+    elements froze the gateway (puts of everyone stalled, up to ~9 s): thriftpy2 skipped the
+    elements one by one. Replies now go through the same checked reader as requests, with
+    small limits: refused at once, the batch retried, others served meanwhile."""
+    gw = start_gateway()
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    evil = EvilSubscriber(
+        b_msg("consumeMessages", seqid=0, mtype=2) + b_field(15, 5) + b_list(1, 2**31 - 1) + b"\x00"
+    )
+    try:
+        with Pinger(gw) as pinger:
+            lease = c.subscribe(
+                "q",
+                T.TSubscription(
+                    name=b"evil",
+                    partitions=[T.TSubscribedPartition(0, T.TMessageID(0, 0))],
+                ),
+                f"127.0.0.1:{evil.port}",
+                30,
+            )
+            c.putMessages("q", [T.TMessage(topic=b"t", value=b"v")])
+            poll(lambda: evil.calls >= 3, timeout=20, what="three pushes to the subscriber")
+            c.unsubscribe("q", b"evil", lease)
+        print(
+            f"{evil.calls} evil replies; a healthy client's worst latency meanwhile "
+            f"{pinger.worst * 1000:.0f} ms"
+        )
+        assert not pinger.problems()
+    finally:
+        evil.close()
