@@ -87,6 +87,8 @@ MAX_EXAMINED_PER_SCAN = 4096
 # queue then still takes milliseconds; 960 families made it take 2 s).
 MAX_FAMILIES_PER_QUEUE = 16
 FAMILY_BUDGET = 256
+# Free disk space below which writes are refused (except deletes): see _check_space.
+DISK_RESERVE_BYTES = 8 << 20
 # Memtable memory of all families together; past it RocksDB flushes the largest.
 MEMTABLES_BYTES = 256 << 20
 # Full log segments kept before the oldest is reused. By then RocksDB has usually flushed
@@ -341,6 +343,7 @@ class EmbeddedStore(PartitionStore):
         return self._queues.get(name)
 
     def create_queue(self, meta: QueueMeta) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             if meta.name in self._queues:
                 raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
@@ -367,6 +370,7 @@ class EmbeddedStore(PartitionStore):
             self._drop_families(name)
 
     def truncate_queue(self, name: str) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             old = self._require(name)
             new = old.with_changes(generation=self._next_generation())
@@ -392,6 +396,7 @@ class EmbeddedStore(PartitionStore):
             return new
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             meta = self._require(name).with_changes(enabled=enabled)
             self._save_meta(meta)
@@ -405,6 +410,7 @@ class EmbeddedStore(PartitionStore):
         return value if isinstance(value, bytes) else None
 
     def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        self._check_space()
         db = self._db_required()
         self._db_call(db.put, _record_key(namespace, key), value, self._no_sync)
         self._await_sync()
@@ -439,6 +445,7 @@ class EmbeddedStore(PartitionStore):
         return MessageId(ts, seq) if p == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
+        self._check_space()
         db = self._db_required()
         parts: list[bytes] = []
         rows: list[tuple[Any, bytes]] = []
@@ -779,6 +786,27 @@ class EmbeddedStore(PartitionStore):
         return swept
 
     # -- helpers --------------------------------------------------------------------------
+
+    def _check_space(self) -> None:
+        """Refuses writes once the disk has less than ``DISK_RESERVE_BYTES`` free.
+
+        Why: a write to RocksDB's own log (queue metadata, small records) that fails for want
+        of space puts RocksDB in a background-error state that refuses every later write, even
+        once space is freed, until the process restarts (rocksdict cannot resume it). Stopping
+        short of the full disk keeps that from happening; deleting a queue and deleting
+        records are not refused, so freeing space through the gateway still works.
+        """
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free < DISK_RESERVE_BYTES:
+            raise StoreError(
+                f"the disk is full: {free >> 10} KiB free in {self.path}, below the "
+                f"{DISK_RESERVE_BYTES >> 20} MiB the store keeps in reserve; free space (e.g. "
+                "delete a queue) and retry"
+            )
 
     def _db_required(self) -> Rdict:
         if self._db is None:
