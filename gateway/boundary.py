@@ -30,6 +30,7 @@ _PUTS = {
     b"putMessagesWithPid": (True, False),
     b"putMessage": (False, True),
     b"putMessageWithPid": (True, True),
+    b"forwardMessages": (True, False),
 }
 
 
@@ -81,8 +82,11 @@ class GatewayProcessor(TProcessor):
         seqid, queue, pid, topics, values = taken
         api = method.decode()
         result = getattr(self._service, api + "_result")()
+        forwarded = method == b"forwardMessages"
         put_raw = getattr(self._handler, "put_raw")  # noqa: B009 - checked in __init__
-        self._answer(oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values))
+        self._answer(
+            oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values, forwarded)
+        )
         return True
 
     def _answer(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:

@@ -80,11 +80,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="embedded store: size of a write-ahead log segment; after each one the families "
         "it wrote are flushed and it is reused (default %(default)s)",
     )
-    sub = p.add_argument_group("subscriptions (push)")
+    sub = p.add_argument_group("cluster and subscriptions")
     sub.add_argument(
         "--zookeeper",
-        metavar="HOST:PORT[/CHROOT]",
-        help="keep the subscription registry in ZooKeeper (default: in the embedded store)",
+        metavar="HOST:PORT[,...][/CHROOT]",
+        help="over HBase: form a gateway cluster with every gateway using the same ZooKeeper "
+        "and chroot (partitions are owned, moved and balanced across them), and keep the "
+        "subscription registry there; with the embedded store (one machine by design): only "
+        "the subscription registry (default: in the store)",
+    )
+    sub.add_argument(
+        "--cluster-move-wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long a put waits for a partition that is changing owner before it fails "
+        "with IOError (default %(default)s)",
     )
     sub.add_argument(
         "--zookeeper-session-timeout",
@@ -188,6 +199,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "checkpoint_interval",
         "request_timeout",
         "send_timeout",
+        "cluster_move_wait",
     ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0 seconds")
@@ -260,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         store=args.store,
         zookeeper=args.zookeeper,
         zookeeper_session_timeout=args.zookeeper_session_timeout,
+        cluster_move_wait=args.cluster_move_wait,
         push=PushOptions(
             buffer_messages=args.push_buffer,
             buffer_bytes=args.push_buffer_bytes,

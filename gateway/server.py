@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.server import StreamServer
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
@@ -59,6 +60,9 @@ class ThriftServer:
     and then every open connection (in-flight calls get ``grace`` seconds to finish)."""
 
     def __init__(self, processor: Any, host: str, port: int, wire: WireOptions) -> None:
+        # Connections accepted before the processor is set (the gateway binds first, to know
+        # its port, and joins its cluster before it serves) wait for it.
+        self._ready = gevent.event.Event()
         self.processor = processor
         self.wire = wire
         self._trans = TCyFramedTransportFactory() if wire.framed else TCyBufferedTransportFactory()
@@ -68,6 +72,16 @@ class ThriftServer:
         self._connections: set[socket.socket] = set()
         # Called with a connection's Peer once it is gone (the gateway closes its scanners).
         self.on_close: Callable[[peer.Peer], object] | None = None
+
+    @property
+    def processor(self) -> Any:
+        return self._processor
+
+    @processor.setter
+    def processor(self, processor: Any) -> None:
+        self._processor = processor
+        if processor is not None:
+            self._ready.set()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -89,6 +103,7 @@ class ThriftServer:
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         caller = peer.enter(*_host_port(address))
+        self._ready.wait()
         reader = MessageReader(
             sock,
             framed=self.wire.framed,

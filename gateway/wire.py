@@ -25,7 +25,13 @@ _READ_CHUNK = 256 * 1024
 _FRAME = struct.Struct(">i")
 # Methods whose requests carry message bodies; every other request is small.
 BULK_METHODS = frozenset(
-    [b"putMessage", b"putMessages", b"putMessageWithPid", b"putMessagesWithPid"]
+    [
+        b"putMessage",
+        b"putMessages",
+        b"putMessageWithPid",
+        b"putMessagesWithPid",
+        b"forwardMessages",  # a put another gateway of the cluster forwards to the owner
+    ]
 )
 SMALL_REQUEST_BYTES = 1024 * 1024
 HEADER_BYTES = 4096 + 64
