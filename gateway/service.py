@@ -79,7 +79,7 @@ class GatewayService:
         self._put(queueName, _required_pid(partitionID), tMessages, "tMessages")
 
     def forwardMessages(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages", forwarded=True)
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
 
     def _put(
         self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str, forwarded: bool = False
