@@ -58,6 +58,12 @@ class GatewayConfig:
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
+    # -- limits against hostile or broken clients (issue 17) --
+    request_timeout: float = 30.0  # seconds a partly received request may go without a byte
+    max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
+    send_timeout: float = 60.0  # seconds one reply may take to be sent
+    subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
+    max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
@@ -74,7 +80,9 @@ class Gateway:
         self.config = config
         self.store = store or open_store(config)
         self.scanners = ScannerRegistry(
-            idle_timeout=config.scanner_timeout, max_open=config.max_scanners
+            idle_timeout=config.scanner_timeout,
+            max_open=config.max_scanners,
+            max_partitions=config.max_scanner_partitions,
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
@@ -106,8 +114,12 @@ class Gateway:
                         self.config.max_value_bytes,
                         self.config.max_batch_messages,
                     ),
+                    request_timeout=self.config.request_timeout,
+                    send_timeout=self.config.send_timeout,
+                    max_pending_bytes=self.config.max_pending_request_bytes,
                 ),
             )
+            self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)
             self.server.start()
             host, port = self.server.address
             advertise = self.config.advertise or f"{_reachable(self.config.host)}:{port}"
@@ -129,6 +141,7 @@ class Gateway:
                 max_value_bytes=self.config.max_value_bytes,
             )
             self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
+            self.service.subscriptions.subscriber_hosts = frozenset(self.config.subscriber_hosts)
             self.service.after_put = self.push.notify_put
             self._guard_namespace(advertise)
             if self.config.clustered:

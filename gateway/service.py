@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -73,13 +73,13 @@ class GatewayService:
         self._put(queueName, None, tMessages, "tMessages")
 
     def putMessageWithPid(self, queueName: Any, partitionID: Any, tMessage: Any) -> None:
-        self._put(queueName, partitionID, [tMessage], "tMessage")
+        self._put(queueName, _required_pid(partitionID), [tMessage], "tMessage")
 
     def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages")
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages")
 
     def forwardMessages(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages", forwarded=True)
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
 
     def _put(
         self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str, forwarded: bool = False
@@ -295,7 +295,7 @@ class GatewayService:
 
     def queueScannerOpen(self, queueName: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
-        return self._open(meta, list(range(meta.partitions)), messageScan)
+        return self._open(meta, range(meta.partitions), messageScan)
 
     def combinedScannerOpen(self, queueName: Any, partitionIDs: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
@@ -309,7 +309,7 @@ class GatewayService:
         )
         return self._open(meta, partitions, messageScan)
 
-    def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
+    def _open(self, meta: QueueMeta, partitions: Sequence[int], raw: Any) -> int:
         spec = self._scan_spec(raw)
         return self.scanners.add(Scanner(self.store, meta, partitions, spec))
 
@@ -483,6 +483,14 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _required_pid(raw: Any) -> Any:
+    """Only the methods without a pid pick a partition: an unset one here is a mistake (a
+    client that forgot it would otherwise scatter its messages)."""
+    if raw is None:
+        raise InvalidArgument("partitionID", "must be set (putMessages picks a partition)")
+    return raw
 
 
 def _outcome(fn: Callable[..., None], *args: Any) -> BaseException | None:

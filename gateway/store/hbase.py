@@ -339,6 +339,7 @@ class HBaseStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,  # a hint; HBase's scanner caching bounds a chunk already
     ) -> ScanResult:
         if lower >= upper:
             return ScanResult([], None, 0)
