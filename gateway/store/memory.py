@@ -182,7 +182,7 @@ class MemoryStore(PartitionStore):
 
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
         found = [kv for kv in self._records.get(namespace, {}).items() if kv[0].startswith(prefix)]
-        return sorted(found, key=lambda kv: kv[0].encode())
+        return sorted(found)  # code point order is UTF-8 byte order
 
 
 def _ttl_cutoff(queue: QueueMeta, partition: int) -> bytes:
