@@ -5,10 +5,11 @@ does the same. Each partition is a sorted list of row keys with their (topic, bo
 nothing survives the process (``--store memory`` is for tests and demos).
 
 What it shares with the real stores: generations change on create and truncate, scans return
-rows in key order within ``[lower, upper)`` and may stop early (after ``max_examined`` rows)
-saying where via ``resume_after``, a put replaces a row with the same key. TTL: rows older than
-the queue's TTL (by their MessageID's timestamp) are never returned by a scan, and a put drops
-the expired rows at the front of its partition (always keeping the newest, for ``last_id``).
+rows in key order within ``[lower, upper)`` and may stop early (after ``max_examined`` rows,
+or once the rows hold ``max_bytes``) saying where via ``resume_after``, a put replaces a row
+with the same key. TTL: rows older than the queue's TTL (by their MessageID's timestamp) are
+never returned by a scan, and a put drops the expired rows at the front of its partition
+(always keeping the newest, for ``last_id``).
 Every call completes without yielding to the event loop, so a put is durable (as durable as
 this store gets) and visible to every scan once it returns.
 """
@@ -136,6 +137,7 @@ class MemoryStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,
     ) -> ScanResult:
         if limit < 1:
             raise ValueError("'limit' must be >= 1")
@@ -151,7 +153,7 @@ class MemoryStore(PartitionStore):
                 _, ts, seq = rowkey.decode(rows.keys[i])
                 out.append((ts, seq, topic, value))
                 size += len(topic) + len(value)
-                if len(out) >= limit:
+                if len(out) >= limit or (max_bytes is not None and size >= max_bytes):
                     return ScanResult(out, rows.keys[i], size)
             if examined >= self.max_examined:
                 return ScanResult(out, rows.keys[i], size)

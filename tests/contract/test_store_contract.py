@@ -92,6 +92,7 @@ def read(
     reverse: bool = False,
     topics: frozenset[bytes] | None = None,
     limit: int = 10_000,
+    max_bytes: int | None = None,
 ) -> list[Row]:
     """Reads a range to its end the way every caller does: continue after ``resume_after``
     (before it, when reversed), which must move on at every step."""
@@ -99,7 +100,10 @@ def read(
     upper = rowkey.partition_end(partition) if upper is None else upper
     out: list[Row] = []
     for _ in range(10_000):
-        r = store.scan(meta, partition, lower, upper, reverse=reverse, topics=topics, limit=limit)
+        r = store.scan(
+            meta, partition, lower, upper,
+            reverse=reverse, topics=topics, limit=limit, max_bytes=max_bytes,
+        )  # fmt: skip
         assert len(r.rows) <= limit
         assert r.size >= sum(len(row[2]) + len(row[3]) for row in r.rows)
         out += r.rows
@@ -247,6 +251,17 @@ def test_limits_continue_without_skipping_or_repeating(
     assert read(backend, meta, 0, reverse=reverse, limit=limit, topics=wanted) == [
         r for r in order if r[2] == b"want"
     ]
+
+
+@pytest.mark.parametrize("max_bytes", [1, 150, 1000])
+def test_a_byte_hint_never_skips_or_repeats(backend: PartitionStore, max_bytes: int) -> None:
+    """``max_bytes`` is a hint (HBase's chunks are bounded by its scanner caching instead): a
+    store may stop early on it, but reading on from ``resume_after`` gets every row once."""
+    meta = new_queue(backend, 1)
+    rows = put(backend, meta, 0, T0, 12, topics=(b"a", b"bb"))
+    for reverse in (False, True):
+        got = read(backend, meta, 0, reverse=reverse, max_bytes=max_bytes)
+        assert got == (rows[::-1] if reverse else rows)
 
 
 def test_a_full_chunk_says_where_to_go_on(backend: PartitionStore) -> None:

@@ -88,3 +88,16 @@ def test_stale_metadata_is_refused() -> None:
         with pytest.raises(InvalidArgument, match="truncated or deleted"):
             store.last_id(meta, 0)
     assert store.last_id(new, 0) is None
+
+
+def test_a_scan_stops_once_its_rows_hold_max_bytes() -> None:
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 1, 3600))
+    ts = wall_clock_ms()
+    keys = rowkey.consecutive_keys(0, ts, 0, 5)
+    store.put(meta, [PutBatch(0, keys, [b"t"] * 5, [b"x" * 99] * 5)])  # 100 bytes a row
+    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
+    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=200)
+    assert (len(r.rows), r.size, r.resume_after) == (2, 200, keys[1])
+    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=1)
+    assert len(r.rows) == 1  # at least one row

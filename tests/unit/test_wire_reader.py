@@ -57,11 +57,20 @@ class Trickle:
     def recv(self, n: int) -> bytes:
         return self.sock.recv(1)
 
+    def settimeout(self, seconds: float | None) -> None:
+        self.sock.settimeout(seconds)
+
+
+def reader(sock: Any, *, framed: bool, compact: bool, limits: RequestLimits = LIMITS) -> Any:
+    """A reader that gives up after 10 s without a byte (a wrong one fails, never hangs)."""
+    return MessageReader(
+        sock, framed=framed, compact=compact, limits=limits, request_timeout=10, idle_timeout=10
+    )
+
 
 @pytest.fixture
 def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
     a, b = socket.socketpair()
-    b.settimeout(10)  # a reader waiting for bytes that never come fails instead of hanging
     try:
         yield a, b
     finally:
@@ -70,9 +79,9 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
 
 
 @contextlib.contextmanager
-def sending(sock: socket.socket, data: bytes) -> Iterator[None]:
+def sending(sock: socket.socket, data: bytes, peer: socket.socket) -> Iterator[None]:
     """Sends ``data`` from a thread (more than the socket buffer holds); the reader may stop
-    early, so a refused rest is fine."""
+    early, so a refused rest is fine: closing ``peer`` ends the send."""
 
     def send() -> None:
         with contextlib.suppress(OSError):
@@ -84,8 +93,9 @@ def sending(sock: socket.socket, data: bytes) -> Iterator[None]:
     try:
         yield
     finally:
-        sock.close()
+        peer.close()
         thread.join(10)
+        sock.close()
         assert not thread.is_alive()
 
 
@@ -101,12 +111,12 @@ def test_pipelined_messages_come_out_whole_however_they_arrive(
     a.sendall(first + second + third)
     a.shutdown(socket.SHUT_WR)
     sock: Any = Trickle(b) if trickle else b
-    reader = MessageReader(sock, framed=False, compact=compact, limits=LIMITS)
-    assert reader.next_message() == (first, b"putMessagesWithPid")
-    assert reader.next_message() == (second, b"listQueues")
-    assert reader.next_message() == (third, b"messageScannerGetList")
+    r = reader(sock, framed=False, compact=compact)
+    assert r.next_message() == (first, b"putMessagesWithPid")
+    assert r.next_message() == (second, b"listQueues")
+    assert r.next_message() == (third, b"messageScannerGetList")
     with pytest.raises(TTransportException) as err:
-        reader.next_message()
+        r.next_message()
     assert err.value.type == TTransportException.END_OF_FILE
 
 
@@ -114,9 +124,9 @@ def test_frames_come_out_whole(pair: tuple[socket.socket, socket.socket]) -> Non
     a, b = pair
     first, second = put([b"abc"]), encode("listQueues")
     a.sendall(framed(first) + framed(second))
-    reader = MessageReader(Trickle(b), framed=True, compact=False, limits=LIMITS)  # type: ignore[arg-type]
-    assert reader.next_message() == (first, b"putMessagesWithPid")
-    assert reader.next_message() == (second, b"listQueues")
+    r = reader(Trickle(b), framed=True, compact=False)
+    assert r.next_message() == (first, b"putMessagesWithPid")
+    assert r.next_message() == (second, b"listQueues")
 
 
 def test_a_peer_that_leaves_mid_message_is_end_of_file(
@@ -126,7 +136,7 @@ def test_a_peer_that_leaves_mid_message_is_end_of_file(
     a.sendall(put([b"body"])[:-3])
     a.shutdown(socket.SHUT_WR)
     with pytest.raises(TTransportException) as err:
-        MessageReader(b, framed=False, compact=False, limits=LIMITS).next_message()
+        reader(b, framed=False, compact=False).next_message()
     assert err.value.type == TTransportException.END_OF_FILE
     assert not isinstance(err.value, BadRequest)
 
@@ -139,7 +149,7 @@ def test_a_string_over_the_limit_is_refused_from_its_length_alone(
     too_big = put([b"v" * (LIMITS.max_string_bytes + 1)], compact)
     a.sendall(too_big[:100])  # the length prefix, not the 4 MiB behind it
     with pytest.raises(BadRequest, match="refused request"):
-        MessageReader(b, framed=False, compact=compact, limits=LIMITS).next_message()
+        reader(b, framed=False, compact=compact).next_message()
 
 
 def test_a_small_method_may_not_be_large(pair: tuple[socket.socket, socket.socket]) -> None:
@@ -148,7 +158,7 @@ def test_a_small_method_may_not_be_large(pair: tuple[socket.socket, socket.socke
                  config={"k": "v" * (SMALL_REQUEST_BYTES + 10)})  # fmt: skip
     a.sendall(big[:200])
     with pytest.raises(BadRequest, match=r"createQueue.*over the limit"):
-        MessageReader(b, framed=False, compact=False, limits=LIMITS).next_message()
+        reader(b, framed=False, compact=False).next_message()
 
 
 def test_a_put_may_be_as_large_as_the_request_limit(
@@ -157,25 +167,23 @@ def test_a_put_may_be_as_large_as_the_request_limit(
     a, b = pair
     values = [b"v" * (1 << 20)] * 3  # 3 MiB: more than a small request, less than the limit
     data = put(values)
-    with sending(a, data):
-        reader = MessageReader(b, framed=False, compact=False, limits=LIMITS)
-        assert reader.next_message() == (data, b"putMessagesWithPid")
+    with sending(a, data, b):
+        r = reader(b, framed=False, compact=False)
+        assert r.next_message() == (data, b"putMessagesWithPid")
     limits = RequestLimits(max_request_bytes=2 << 20, max_string_bytes=4 << 20)
     a, b = socket.socketpair()
-    b.settimeout(10)
     with (
-        sending(a, data),
-        contextlib.closing(b),
+        sending(a, data, b),
         pytest.raises(BadRequest, match="over the limit of 2097152"),
     ):
-        MessageReader(b, framed=False, compact=False, limits=limits).next_message()
+        reader(b, framed=False, compact=False, limits=limits).next_message()
 
 
 def test_too_many_elements_are_refused(pair: tuple[socket.socket, socket.socket]) -> None:
     a, b = pair
     data = put([b""] * (LIMITS.max_container + 1))
-    with sending(a, data), pytest.raises(BadRequest, match="refused request"):
-        MessageReader(b, framed=False, compact=False, limits=LIMITS).next_message()
+    with sending(a, data, b), pytest.raises(BadRequest, match="refused request"):
+        reader(b, framed=False, compact=False).next_message()
 
 
 @pytest.mark.parametrize(
@@ -192,7 +200,7 @@ def test_garbage_is_refused(pair: tuple[socket.socket, socket.socket], data: byt
     a, b = pair
     a.sendall(data)
     with pytest.raises(BadRequest):
-        MessageReader(b, framed=False, compact=False, limits=LIMITS).next_message()
+        reader(b, framed=False, compact=False).next_message()
 
 
 @pytest.mark.parametrize(
@@ -213,7 +221,7 @@ def test_bad_frames_are_refused(
     a, b = pair
     a.sendall(data)
     with pytest.raises(BadRequest, match=reason):
-        MessageReader(b, framed=True, compact=False, limits=LIMITS).next_message()
+        reader(b, framed=True, compact=False).next_message()
 
 
 def test_a_small_method_in_a_large_frame_is_refused(
@@ -222,13 +230,17 @@ def test_a_small_method_in_a_large_frame_is_refused(
     a, b = pair
     big = encode("createQueue", queueName=b"q", partitionCount=1, ttlSeconds=1,
                  config={"k": "v" * (SMALL_REQUEST_BYTES + 10)})  # fmt: skip
-    with sending(a, framed(big)), pytest.raises(BadRequest, match="createQueue of"):
-        MessageReader(b, framed=True, compact=False, limits=LIMITS).next_message()
+    # refused from the frame's header and method name, before the megabyte is buffered
+    with sending(a, framed(big), b), pytest.raises(BadRequest, match="for createQueue"):
+        reader(b, framed=True, compact=False).next_message()
 
 
 def test_limits_follow_the_gateway_flags() -> None:
     limits = RequestLimits.for_batches(64 << 20, 1000, 10)
-    assert limits.max_string_bytes == 4096  # names and topics always fit
+    # a body over --max-value-bytes is the service's to refuse (IllegalArgument, the
+    # connection stays): on the wire a string may be as long as a request
+    assert limits.max_string_bytes == 64 << 20
+    assert RequestLimits.for_batches(100, 10, 10).max_string_bytes == 4096
     assert limits.max_container == 32767  # a list of every partition id
     assert limits.max_values == 8 * 10 + 1024
     assert limits.bytes_for(b"putMessages") == 64 << 20
