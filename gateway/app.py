@@ -71,9 +71,9 @@ class GatewayConfig:
 
     @property
     def clustered(self) -> bool:
-        """Gateways over HBase with ZooKeeper form a cluster; the embedded store is one
-        machine by design, where ZooKeeper only keeps the subscription registry."""
-        return bool(self.zookeeper) and self.store != "embedded"
+        """Gateways over HBase with ZooKeeper form a cluster; the embedded and memory stores
+        are one machine by design, where ZooKeeper only keeps the subscription registry."""
+        return bool(self.zookeeper) and self.store not in ("embedded", "memory")
 
 
 class Gateway:

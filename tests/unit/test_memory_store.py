@@ -101,3 +101,11 @@ def test_a_scan_stops_once_its_rows_hold_max_bytes() -> None:
     assert (len(r.rows), r.size, r.resume_after) == (2, 200, keys[1])
     r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=1)
     assert len(r.rows) == 1  # at least one row
+
+
+def test_the_gateway_opens_it_and_never_clusters_it() -> None:
+    from gateway.app import GatewayConfig, open_store
+
+    assert isinstance(open_store(GatewayConfig(store="memory")), MemoryStore)
+    # each process has its own memory: ZooKeeper only keeps the subscription registry
+    assert not GatewayConfig(store="memory", zookeeper="127.0.0.1:1").clustered
