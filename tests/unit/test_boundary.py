@@ -13,7 +13,7 @@ import gevent.socket
 import pytest
 from hqueue.protocol import hqueue_thrift
 from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
-from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.thrift import TApplicationException, TClient, TMessageType
 from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket
 
 from gateway.boundary import GatewayProcessor
@@ -152,3 +152,19 @@ def test_scan_replies_are_the_same_encoded_in_c_or_by_thriftpy2(store: FailingSt
             answers.append(c.messageScannerGetList(c.queueScannerOpen(b"q", None), 100))
     assert len(answers[0]) == 9
     assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize(("framed", "compact"), WIRES, ids=WIRE_IDS)
+def test_an_unknown_method_is_an_application_exception(
+    store: FailingStore, framed: bool, compact: bool
+) -> None:
+    with serve(store, framed, compact) as c:
+        proto = c._oprot  # a call the IDL does not have, written by hand
+        proto.write_message_begin("noSuchMethod", TMessageType.CALL, 0)
+        proto.write_struct(T.HQueueService.listQueues_args())  # no fields: just a stop
+        proto.write_message_end()
+        proto.trans.flush()
+        with pytest.raises(TApplicationException) as err:
+            c._recv("noSuchMethod")
+        assert err.value.type == TApplicationException.UNKNOWN_METHOD
+        assert c.listQueues() == []  # the connection goes on
