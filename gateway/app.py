@@ -14,9 +14,13 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
+from gevent.pywsgi import WSGIServer
 from hqueue.protocol import hqueue_thrift
 
 from .boundary import GatewayProcessor
+from .httpd import metrics_app, serve_wsgi
+from .metrics import GatewayStats
+from .monitor import Monitor
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
@@ -51,6 +55,10 @@ class GatewayConfig:
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
+    # -- operating it (issue 15, sections 1-2): HTTP listeners on --host, None = off
+    metrics_port: int | None = None  # Prometheus text at /metrics
+    console_port: int | None = None  # the web console and its /api/
+    stats_interval: float = 10.0  # seconds between samples of lag and rates
 
 
 class Gateway:
@@ -63,6 +71,9 @@ class Gateway:
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
         self.server: ThriftServer | None = None
+        self.stats: GatewayStats | None = None
+        self.monitor: Monitor | None = None
+        self.http: dict[str, WSGIServer] = {}  # "metrics" / "console" -> listener
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
 
@@ -75,6 +86,11 @@ class Gateway:
             # should arrive before the service can answer it
             registry = self._registry()
             self.push = WorkerManager(self.store, registry, self.config.push)
+            if self.config.metrics_port is not None or self.config.console_port is not None:
+                self.stats = GatewayStats()
+                self.push.stats = self.stats
+                if isinstance(self.store, EmbeddedStore):
+                    self.store.on_log_sync = self.stats.log_synced
             self.push.start()
             self.server = ThriftServer(
                 None,
@@ -113,7 +129,11 @@ class Gateway:
             self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
             self.service.after_put = self.push.notify_put
             self.server.processor = processor
+            if self.stats is not None:
+                self.service.stats = processor.stats = self.stats
+                self._start_http()
         except Exception:
+            self._stop_http()
             if self.server is not None:
                 self.server.stop(grace=0)
             if self.push is not None:
@@ -135,6 +155,7 @@ class Gateway:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self._stop_http()
         if self.server is not None:
             self.server.stop()
         if self.push is not None:
@@ -142,6 +163,43 @@ class Gateway:
         self.scanners.stop()
         self.store.stop()
         log.info("stopped")
+
+    def _start_http(self) -> None:
+        """The monitor, then the metrics and console listeners that read it."""
+        assert self.stats is not None and self.service is not None and self.server is not None
+        service, server, stats = self.service, self.server, self.stats
+        self.monitor = Monitor(
+            self.store, stats, lambda: service.subscriptions, interval=self.config.stats_interval
+        )
+        self.monitor.start()
+        if self.config.metrics_port is not None:
+
+            def gauges() -> dict[str, object]:
+                return {
+                    "queues": [m.name for m in self.store.list_queues()],
+                    "open_scanners": len(self.scanners),
+                    "open_connections": server.open_connections,
+                    "connections_accepted": server.accepted,
+                }
+
+            self.http["metrics"] = serve_wsgi(
+                metrics_app(stats, gauges), self.config.host, self.config.metrics_port, "metrics"
+            )
+        if self.config.console_port is not None:
+            from .console import create_app
+            from .console.data import ConsoleData
+
+            app = create_app(ConsoleData(service, stats, self.monitor))
+            self.http["console"] = serve_wsgi(
+                app, self.config.host, self.config.console_port, "the console"
+            )
+
+    def _stop_http(self) -> None:
+        for server in self.http.values():
+            server.stop(timeout=2)
+        self.http.clear()
+        if self.monitor is not None:
+            self.monitor.stop()
 
     def _registry(self) -> SubscriptionRegistry:
         if self.config.zookeeper:

@@ -46,6 +46,11 @@ class ThriftServer:
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
         self._connections: set[socket.socket] = set()
+        self.accepted = 0  # connections accepted since start (a metric)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -76,6 +81,7 @@ class ThriftServer:
             self.processor.process_put if getattr(self.processor, "fast_puts", False) else None
         )
         self._connections.add(sock)
+        self.accepted += 1
         try:
             while True:
                 message, method = reader.next_message()

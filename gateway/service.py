@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import validation
@@ -20,9 +22,12 @@ from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 
 if TYPE_CHECKING:
+    from .metrics import GatewayStats
     from .subscriptions.service import SubscriptionService
 
 log = logging.getLogger(__name__)
+
+_BODY = itemgetter(3)  # of a Row
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class GatewayService:
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
         self.subscriptions: SubscriptionService | None = None
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
+        # Set when metrics or the console run: counted once per call, never per message.
+        self.stats: GatewayStats | None = None
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -134,7 +141,18 @@ class GatewayService:
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
-            self.store.put(meta, batches)
+            stats = self.stats
+            if stats is None:
+                self.store.put(meta, batches)
+            else:
+                began = time.perf_counter()
+                self.store.put(meta, batches)
+                stats.put_latency.observe(time.perf_counter() - began)
+                counters = stats.queue(meta.name)
+                for b in batches:
+                    counters.put_messages += len(b.values)
+                    counters.put_bytes += sum(map(len, b.values))
+                counters.put_batches += len(batches)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
 
@@ -265,7 +283,17 @@ class GatewayService:
             raise InvalidArgument("id", "the scanner is in use by another call")
         scanner.busy = True
         try:
-            return scanner.next_rows(n, self.limits.max_response_bytes)
+            stats = self.stats
+            if stats is None:
+                return scanner.next_rows(n, self.limits.max_response_bytes)
+            began = time.perf_counter()
+            got = scanner.next_rows(n, self.limits.max_response_bytes)
+            stats.scan_latency.observe(time.perf_counter() - began)
+            if got.rows:
+                counters = stats.queue(scanner.queue)
+                counters.read_messages += len(got.rows)
+                counters.read_bytes += sum(map(len, map(_BODY, got.rows)))
+            return got
         finally:
             scanner.busy = False
 

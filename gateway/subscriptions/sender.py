@@ -24,6 +24,7 @@ from hqueue.protocol import parse_address, subscriber_thrift
 from thriftpy2.rpc import make_client
 
 from .._wirecheck import encode_messages_reply
+from ..metrics import PushCounters
 from ..store.base import Row
 from .scanner import Id, MessageBuffer
 
@@ -72,6 +73,7 @@ class MessageSender:
         self.acked = acked  # the last MessageID the subscriber acknowledged
         self.options = options
         self.delivered = 0  # messages acknowledged by this sender
+        self.counters: PushCounters | None = None  # the gateway's metrics, when they run
         self._client: Any = None
         self._thrift = subscriber_thrift()
 
@@ -109,6 +111,8 @@ class MessageSender:
             except Exception as exc:  # transport errors, timeouts, refused connections
                 self._close()
                 problem = f"{type(exc).__name__}: {exc}"
+            if self.counters is not None:
+                self.counters.retries += 1
             delay = min(self.options.backoff_max, self.options.backoff_initial * 2**attempt)
             attempt += 1
             log_at = logging.WARNING if attempt in (1, 10) or attempt % 100 == 0 else logging.DEBUG
@@ -122,6 +126,9 @@ class MessageSender:
         last = rows[-1]
         self.acked = (last[0], last[1])
         self.delivered += len(rows)
+        if self.counters is not None:
+            self.counters.delivered_messages += len(rows)
+            self.counters.delivered_batches += 1
 
     def _close(self) -> None:
         if self._client is not None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
+from ..metrics import GatewayStats
 from ..store.base import PartitionStore
 from .checkpoint import CheckpointUpdater
 from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
@@ -145,6 +146,7 @@ class WorkerManager:
         self._dirty: set[tuple[str | None, str | None]] = set()
         self._kick = gevent.event.Event()
         self._loop: gevent.Greenlet | None = None
+        self.stats: GatewayStats | None = None  # set when metrics run: deliveries, retries
 
     def start(self) -> None:
         self.registry.start(self.changed)
@@ -243,6 +245,10 @@ class WorkerManager:
             self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key)
         )
         self._runs[key] = new
+        if self.stats is not None:
+            counters = self.stats.subscriber(queue, name)
+            for worker in new.workers.values():
+                worker.sender.counters = counters
         for p, worker in new.workers.items():
             self._wakers.setdefault((queue, p), []).append(worker.wake)
         new.start()
