@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 MAX_PAGE = 500
 DEFAULT_PAGE = 50
-SHOWN_BYTES = 1024  # a value is cut after this many bytes (text) or 512 bytes (hex)
+SHOWN_BYTES = 1024  # a value is cut after this many bytes (text) or a quarter of it (hex)
 _READ_BYTES = 16 * 1024 * 1024  # bodies read for one page at most
 
 
@@ -105,7 +105,7 @@ def show_value(raw: bytes, limit: int = SHOWN_BYTES) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        cut = raw[: limit // 2]
+        cut = raw[: limit // 4]
         return {"encoding": "hex", "text": cut.hex(), "size": len(raw),
                 "truncated": len(cut) < len(raw)}  # fmt: skip
     cut_text = text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
