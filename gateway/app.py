@@ -176,7 +176,7 @@ class Gateway:
 
             def gauges() -> dict[str, object]:
                 return {
-                    "queues": [m.name for m in self.store.list_queues()],
+                    "queues": {m.name: m.partitions for m in self.store.list_queues()},
                     "open_scanners": len(self.scanners),
                     "open_connections": server.open_connections,
                     "connections_accepted": server.accepted,

@@ -161,8 +161,8 @@ class StatsCollector:
     """A ``prometheus_client`` collector reading :class:`GatewayStats` and live gauges.
 
     ``gauges`` returns the values read at scrape time: ``open_scanners``,
-    ``open_connections``, ``connections_accepted`` and ``queues`` (the names of the queues
-    that exist).
+    ``open_connections``, ``connections_accepted`` and ``queues`` (each queue that exists:
+    its partition count).
     """
 
     def __init__(self, stats: GatewayStats, gauges: Callable[[], dict[str, Any]]) -> None:
@@ -175,7 +175,14 @@ class StatsCollector:
     def collect(self) -> Iterator[Metric]:
         s = self.stats
         live = self.gauges()
-        s.forget(set(live["queues"]))
+        queues: dict[str, int] = live["queues"]
+        s.forget(set(queues))
+        partitions = GaugeMetricFamily(
+            "hqueue_queue_partitions", "Partitions of each queue.", labels=["queue"]
+        )
+        for queue, count in sorted(queues.items()):
+            partitions.add_metric([queue], count)
+        yield partitions
         yield from self._queues(s)
         yield _histogram(
             "hqueue_put_latency_seconds",

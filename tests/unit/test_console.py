@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from gateway.console import auth, create_app
 from gateway.console.data import ConsoleData, Cursor, show_value
 from gateway.errors import InvalidArgument
-from gateway.metrics import GatewayStats, Histogram, StatsCollector
+from gateway.metrics import GatewayStats, Histogram, Lag, StatsCollector
 from gateway.scanners import ScannerRegistry
 from gateway.service import GatewayService
 from gateway.store.embedded import EmbeddedStore
@@ -183,7 +183,8 @@ def test_collector_exposes_counters_with_bounded_labels() -> None:
     stats.queue("gone").put_messages += 1
     stats.subscriber("a", "s").retries += 2
     stats.set_partitions_owned("a", 3)
-    live = {"queues": ["a"], "open_scanners": 4, "open_connections": 2, "connections_accepted": 9}
+    live = {"queues": {"a": 4}, "open_scanners": 4, "open_connections": 2,
+            "connections_accepted": 9}  # fmt: skip
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StatsCollector(stats, lambda: live))  # type: ignore[arg-type]
     text = generate_latest(registry).decode()
@@ -192,4 +193,37 @@ def test_collector_exposes_counters_with_bounded_labels() -> None:
     assert 'hqueue_push_retries_total{queue="a",subscriber="s"} 2.0' in text
     assert 'hqueue_partitions_owned{queue="a"} 3.0' in text
     assert "hqueue_open_scanners 4.0" in text
+    assert 'hqueue_queue_partitions{queue="a"} 4.0' in text
     assert "hqueue_connections_total 9.0" in text
+
+
+def test_dashboard_and_alerts_use_only_exported_metrics() -> None:
+    """docs/grafana/hqueue.json and docs/alerts.yml name only metrics the gateway exports."""
+    import json
+    import re
+
+    import yaml
+
+    stats = GatewayStats()
+    stats.queue("a")
+    stats.subscriber("a", "s")
+    stats.lag[("a", "s")] = Lag(1, False, 1.0)
+    stats.request_error("putMessages", "io_error")
+    stats.store_error("putMessages")
+    stats.set_partitions_owned("a", 1)
+    live = {"queues": {"a": 1}, "open_scanners": 0, "open_connections": 0,
+            "connections_accepted": 0}  # fmt: skip
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StatsCollector(stats, lambda: live))  # type: ignore[arg-type]
+    exported = set()
+    for family in registry.collect():
+        exported |= {s.name for s in family.samples}
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    rules = yaml.safe_load((docs / "alerts.yml").read_text())
+    exprs = [r["expr"] for g in rules["groups"] for r in g["rules"]]
+    dashboard = json.loads((docs / "grafana" / "hqueue.json").read_text())
+    exprs += [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {m for e in exprs for m in re.findall(r"\bhqueue_[a-z_]+", e)}
+    assert used, "no hqueue metric found: the check would prove nothing"
+    assert used <= exported, f"not exported: {sorted(used - exported)}"
+    assert len(exprs) > 20
