@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import gevent
 
+from .errors import HQueueError
 from .metrics import GatewayStats, Lag
 from .store.base import PartitionStore
 
@@ -112,7 +113,12 @@ class Monitor:
         seen: set[tuple[str, str]] = set()
         if subs is not None:
             for meta in metas:
-                for info in subs.list(meta):
+                try:
+                    infos = subs.list(meta)
+                except HQueueError as exc:  # say, the queue was deleted meanwhile
+                    log.debug("no lag for queue %s this time: %s", meta.name, exc)
+                    infos = []
+                for info in infos:
                     key = (meta.name, info.name.decode())
                     seen.add(key)
                     lag = Lag(

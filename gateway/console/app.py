@@ -145,6 +145,7 @@ def create_app(
     @app.get("/queues/<name>/subscribers")
     def subscribers_page(name: str) -> Any:
         subs = data.subscribers(name)
+        # Markup: the charts are built from numbers and escaped text only
         charts = {
             s["name"]: Markup(
                 line_chart(
@@ -152,6 +153,12 @@ def create_app(
                     title=f"Lag of {s['name']} in messages",
                     unit="messages",
                     chart_id=f"lag{i}",
+                )
+                + line_chart(
+                    [(h["time"], h["seconds"]) for h in s["history"]],
+                    title=f"Lag of {s['name']} in seconds",
+                    unit="s",
+                    chart_id=f"age{i}",
                 )
             )
             for i, s in enumerate(subs)

@@ -43,7 +43,7 @@ def line_chart(
         f"highest {vmax:g} {unit}, latest {last:g} {unit}."
     )
     ticks = "".join(
-        f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:g}</text>'
+        f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>'
         f'<line x1="{left}" x2="{left + w}" y1="{y(v):.1f}" y2="{y(v):.1f}" class="grid"/>'
         for v in (0, vmax / 2, vmax)
     )
