@@ -107,8 +107,10 @@ class GatewayStats:
         self.request_errors: dict[tuple[str, str], int] = {}  # (method, error kind)
         self.push: dict[tuple[str, str], PushCounters] = {}
         self.lag: dict[tuple[str, str], Lag] = {}  # set by gateway.monitor
-        # set by the cluster (issue 12): partitions of each queue this gateway owns
+        # set by the cluster (issue 12): partitions of each queue this gateway owns. Until
+        # it first does, the gateway stands alone and owns every partition of every queue.
         self.partitions_owned: dict[str, int] = {}
+        self.clustered = False
 
     # -- hot paths: one call per put or scan call ----------------------------------------
 
@@ -143,6 +145,7 @@ class GatewayStats:
 
     def set_partitions_owned(self, queue: str, count: int) -> None:
         """For the cluster: how many of ``queue``'s partitions this gateway owns now."""
+        self.clustered = True
         self.partitions_owned[queue] = count
 
     def forget(self, existing: set[str]) -> None:
@@ -209,7 +212,7 @@ class StatsCollector:
             "Partitions of each queue this gateway owns (the cluster sets it).",
             labels=["queue"],
         )
-        for queue, count in sorted(s.partitions_owned.items()):
+        for queue, count in sorted((s.partitions_owned if s.clustered else queues).items()):
             owned.add_metric([queue], count)
         yield owned
         up = GaugeMetricFamily("hqueue_start_time_seconds", "When this gateway started (Unix).")

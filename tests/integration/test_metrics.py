@@ -93,6 +93,9 @@ def test_metrics_count_puts_scans_errors_and_push(
     ) == 1
     assert value(s, "hqueue_store_errors_total", method="putMessageWithPid") == 0
     assert value(s, "process_resident_memory_bytes") > 0
+    # a gateway on its own owns every partition
+    assert value(s, "hqueue_partitions_owned", queue=queue_name) == 2
+    assert value(s, "hqueue_queue_partitions", queue=queue_name) == 2
     c.messageScannerClose(open_sid)
 
     # Push: a subscriber whose listener fails three times, then takes everything
