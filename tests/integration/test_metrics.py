@@ -152,11 +152,11 @@ def test_metrics_count_puts_scans_errors_and_push(
     c.close()
 
 
-def test_metrics_port_is_off_by_default_and_checked(
+def test_metrics_and_console_are_off_by_default_and_ports_checked(
     start_gateway: GatewayFactory, tmp_path: Path
 ) -> None:
     gw = start_gateway()
-    assert "serving metrics" not in gw.log()
+    assert "serving metrics" not in gw.log() and "serving the console" not in gw.log()
     import subprocess
     import sys
 
@@ -167,3 +167,10 @@ def test_metrics_port_is_off_by_default_and_checked(
     )  # fmt: skip
     assert bad.returncode == 2
     assert "--metrics-port must be 0..65535" in bad.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "gateway", "--console-port", "-1", "--stats-interval", "1",
+         "--data-dir", str(tmp_path / "x")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert "--console-port must be 0..65535" in bad.stderr
