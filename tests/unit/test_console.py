@@ -227,3 +227,20 @@ def test_dashboard_and_alerts_use_only_exported_metrics() -> None:
     assert used, "no hqueue metric found: the check would prove nothing"
     assert used <= exported, f"not exported: {sorted(used - exported)}"
     assert len(exprs) > 20
+
+
+def test_gateways_show_owners_and_the_cluster_when_it_exists(
+    service: GatewayService, api: Any
+) -> None:
+    service.createQueue(b"q", 5, 60, {})
+    got = api.get("/api/gateways").json
+    assert got["gateways"] is None  # no listGateways on this service
+    owners = got["queues"][0]["owners"]
+    assert owners == [{"address": "127.0.0.1:9190", "partitions": [0, 1, 2, 3, 4],
+                       "ranges": "0-4"}]  # fmt: skip
+    # the cluster's listGateways (issue 12) returns Thrift structs: shown as plain data
+    service.listGateways = lambda: [T.TMessageID(timestamp=1, sequenceID=2)]  # type: ignore[attr-defined]
+    got = api.get("/api/gateways").json
+    assert got["gateways"] == [{"timestamp": 1, "sequenceID": 2}]
+    page = api.get("/gateways")
+    assert page.status_code == 200 and b"sequenceID=2, timestamp=1" in page.data
