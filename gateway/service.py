@@ -59,7 +59,8 @@ class GatewayService:
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
         self.subscriptions: SubscriptionService | None = None
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
-        # Set when metrics or the console run: counted once per call, never per message.
+        # Set when metrics or the console run: counted once per call (only the byte counts
+        # look at each message: a sum of lengths in C).
         self.stats: GatewayStats | None = None
 
     # -- puts -----------------------------------------------------------------------------
