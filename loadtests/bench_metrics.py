@@ -56,7 +56,7 @@ class NullStore(PartitionStore):
 
     def scan(
         self, queue: QueueMeta, partition: int, lower: bytes, upper: bytes, *, reverse: bool,
-        topics: Collection[bytes] | None, limit: int,
+        topics: Collection[bytes] | None, limit: int, max_bytes: int | None = None,
     ) -> ScanResult:  # fmt: skip
         return ScanResult(self.chunk[:limit], lower, 0)  # never exhausted
 
