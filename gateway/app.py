@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import gevent
 import gevent.event
 from hqueue.protocol import hqueue_thrift
 
+from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
@@ -27,6 +28,7 @@ from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
+from .tls import TLSConfig, client_context, server_context
 from .wire import RequestLimits
 
 log = logging.getLogger("gateway")
@@ -51,6 +53,10 @@ class GatewayConfig:
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
+    # -- TLS and who may administer (issue 15): see gateway.tls, gateway.auth
+    tls: TLSConfig = field(default_factory=TLSConfig)
+    admin_identities: str | None = None  # comma-separated certificate common names
+    admin_token_file: str | None = None  # one admin token per line
 
 
 class Gateway:
@@ -68,13 +74,22 @@ class Gateway:
 
     def start(self) -> None:
         thrift = hqueue_thrift()
+        # TLS files and admin lists are checked before anything starts
+        policy = AdminPolicy.from_options(
+            self.config.admin_identities, self.config.admin_token_file
+        )
+        server_tls = server_context(self.config.tls) if self.config.tls.serving else None
+        push = self.config.push
+        if self.config.tls.connecting:  # push to subscribers over TLS
+            sender = replace(push.sender, tls=client_context(self.config.tls))
+            push = replace(push, sender=sender)
         self.store.start()
         self.scanners.start()
         try:
             # the registry first: connecting to ZooKeeper may take a while, and no request
             # should arrive before the service can answer it
             registry = self._registry()
-            self.push = WorkerManager(self.store, registry, self.config.push)
+            self.push = WorkerManager(self.store, registry, push)
             self.push.start()
             self.server = ThriftServer(
                 None,
@@ -89,6 +104,7 @@ class Gateway:
                         self.config.max_batch_messages,
                     ),
                 ),
+                tls=server_tls,
             )
             self.server.start()
             host, port = self.server.address
@@ -106,7 +122,7 @@ class Gateway:
             processor = GatewayProcessor(
                 thrift,
                 thrift.HQueueService,
-                self.service,
+                GuardedHandler(self.service, policy),
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
@@ -121,12 +137,18 @@ class Gateway:
             self.scanners.stop()
             self.store.stop()
             raise
+        if policy.tokens is not None and server_tls is None:
+            log.warning("admin tokens cross the network in the clear: serve TLS (--tls-cert)")
+        if policy.identities is not None and not self.config.tls.mutual:
+            log.warning("--admin-identities needs --tls-client-ca: no client has an identity")
         log.info(
             "serving HQueueService on %s:%d (%s, %s), data in %s, advertised as %s",
             host,
             port,
             "framed" if self.config.framed else "buffered",
-            "compact" if self.config.compact else "binary",
+            ("compact" if self.config.compact else "binary")
+            + (", TLS" if server_tls else "")
+            + (", client certificates required" if self.config.tls.mutual else ""),
             self.config.data_dir if self.config.store == "embedded" else self.config.store,
             advertise,
         )

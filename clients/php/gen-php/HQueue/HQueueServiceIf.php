@@ -224,4 +224,14 @@ interface HQueueServiceIf
      * @throws \HQueue\IllegalArgument
      */
     public function listSubscribers($queueName);
+    /**
+     * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+     * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+     * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+     * 
+     * @param string $token
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function authenticate($token);
 }

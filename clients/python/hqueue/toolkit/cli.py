@@ -68,6 +68,31 @@ def _add_connection_options(parser: argparse.ArgumentParser, defaults: bool) -> 
         default=default(30.0),
         help="socket timeout in seconds (default 30)",
     )
+    group.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_CA")),
+        help="speak TLS, trusting this CA for the gateway's certificate ($HQUEUE_TLS_CA)",
+    )
+    group.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_CERT")),
+        help="client certificate for mutual TLS ($HQUEUE_TLS_CERT; implies TLS)",
+    )
+    group.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_KEY")),
+        help="its private key (default: in --tls-cert; $HQUEUE_TLS_KEY)",
+    )
+    group.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=default(os.environ.get("HQUEUE_TOKEN_FILE")),
+        help="authenticate with the admin token in this file (its first line; "
+        "$HQUEUE_TOKEN_FILE), for a gateway with --admin-token-file",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,9 +262,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
 
+    try:  # unreadable TLS or token files are usage errors too
+        tls = commands.tls_option(args.tls_ca, args.tls_cert, args.tls_key)
+        token = commands.read_token(args.token_file) if args.token_file else None
+    except commands.ToolkitError as exc:
+        parser.error(exc.message)
+
     def connect() -> Client:
         return commands.open_client(
-            address, framed=args.framed, compact=args.compact, timeout=args.timeout
+            address,
+            framed=args.framed,
+            compact=args.compact,
+            timeout=args.timeout,
+            tls=tls,
+            token=token,
         )
 
     if args.command == "shell":
