@@ -283,11 +283,22 @@ def _read(client: Client, queue: str, partition: int, scan: Any, limit: int) -> 
     return messages[:limit]
 
 
-def tail(client: Client, queue: str, partition: int, count: int = DEFAULT_TAIL_COUNT) -> list[Any]:
-    """The ``count`` newest messages of a partition, newest first."""
+def tail(
+    client: Client,
+    queue: str,
+    partition: int,
+    count: int = DEFAULT_TAIL_COUNT,
+    topics: list[str] | None = None,
+) -> list[Any]:
+    """The ``count`` newest messages of a partition (of ``topics`` only, if given), newest
+    first."""
     _check_range("partition", partition, 0, I16_MAX)
     _check_range("count", count, 1, I32_MAX)
-    scan = hqueue_thrift().TMessageScan(reversed=True, caching=min(count, FOLLOW_BATCH))
+    scan = hqueue_thrift().TMessageScan(
+        reversed=True,
+        caching=min(count, FOLLOW_BATCH),
+        topics=[to_bytes(t) for t in topics] if topics else None,
+    )
     return _read(client, queue, partition, scan, count)
 
 
