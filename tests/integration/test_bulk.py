@@ -210,3 +210,34 @@ def test_keys_need_the_key_field(gateways: GatewayFactory, tmp_path: Path) -> No
         assert result.returncode == 0, result.stderr
         exported = export(gw, queue, tmp_path / "out.jsonl")
         assert [e.get("key") for e in exported] == ["k1"]
+
+
+def test_observations_example_end_to_end(gateways: GatewayFactory, tmp_path: Path) -> None:
+    """examples/observations: generate ISD-lite files, convert, import by station, tail one."""
+    import sys
+    import zlib
+
+    from tests.conftest import ROOT
+
+    example = ROOT / "examples" / "observations"
+    isd = tmp_path / "isd"
+    run = [sys.executable, str(example / "generate.py"), "--out", str(isd)]
+    subprocess.run([*run, "--stations", "3", "--days", "2"], check=True, timeout=60)
+    first = (isd / "720000-10000-2025").read_text().splitlines()
+    assert len(first) == 48 and first[0].startswith("2025 01 01 00") and len(first[0]) == 61
+    jsonl = tmp_path / "isd.jsonl"
+    subprocess.run(
+        [sys.executable, str(example / "convert.py"), str(isd), "-o", str(jsonl)],
+        check=True,
+        timeout=60,
+    )
+    gw = gateways()
+    queue = make_queue(gw, partitions=8)
+    result = hq(gw.address, "import", queue, str(jsonl), "--partition-by-topic")
+    assert result.returncode == 0 and "imported 144 messages" in result.stdout, result.stderr
+    station = "720074-10002"  # the third station of generate.py
+    p = zlib.crc32(station.encode()) % 8
+    tail = hq(gw.address, "tail", queue, str(p), "-t", station, "-n", "2", "--max-value", "0")
+    lines = tail.stdout.splitlines()
+    assert len(lines) == 2 and all(station in line for line in lines), tail.stdout
+    assert '"time":"2025-01-02T23:00Z"' in lines[0] and '"time":"2025-01-02T22:00Z"' in lines[1]
