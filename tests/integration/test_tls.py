@@ -261,3 +261,41 @@ def test_a_gateway_without_tls_to_subscribers_cannot_push_to_a_tls_subscriber(
         assert read_jsonl(out) == []
     finally:
         subs.close()
+
+
+# -- the C++ and PHP examples over TLS --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cpp_and_php() -> Any:
+    from tests.integration.clients_build import Programs, build_cpp, check_php
+
+    programs = Programs()
+    build_cpp(programs)
+    check_php(programs)
+    return programs
+
+
+@pytest.mark.parametrize("lang", ["cpp", "php"])
+def test_examples_over_mutual_tls(
+    cpp_and_php: Any, gateways: GatewayFactory, pki: PKI, lang: str
+) -> None:
+    from tests.integration.test_interop import run
+
+    gw = gateways(*pki.server_flags(mutual=True))
+    name = new_queue_name()
+    with connection(gw, pki.tls(pki.alice)) as conn:
+        conn.create_queue(name, 2, 3600)
+    base = ["--host", gw.host, "--port", str(gw.port)]
+    tls = ["--tls-ca", pki.ca.cert, "--tls-cert", pki.bob.cert, "--tls-key", pki.bob.key]
+    put = run(
+        [*cpp_and_php.producer(lang), *base, *tls, "--partition", "1", name], gw, b"t\thello\n"
+    )
+    assert put.returncode == 0, put.diagnosis
+    scan = run([*cpp_and_php.scanner(lang), *base, *tls, name], gw)
+    assert scan.returncode == 0, scan.diagnosis
+    assert scan.stdout.decode().rstrip("\n").split("\t")[-2:] == ["t", "hello"], scan.diagnosis
+    # without a client certificate the mutual-TLS gateway refuses them; without TLS too
+    for flags in (tls[:2], []):
+        refused = run([*cpp_and_php.scanner(lang), *base, *flags, name], gw)
+        assert refused.returncode == 3, refused.diagnosis
