@@ -263,20 +263,21 @@ def test_a_gateway_without_tls_to_subscribers_cannot_push_to_a_tls_subscriber(
         subs.close()
 
 
-# -- the C++ and PHP examples over TLS --------------------------------------------------------
+# -- the C++, Java and PHP examples over TLS --------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def cpp_and_php() -> Any:
-    from tests.integration.clients_build import Programs, build_cpp, check_php
+    from tests.integration.clients_build import Programs, build_cpp, build_java, check_php
 
     programs = Programs()
     build_cpp(programs)
+    build_java(programs)
     check_php(programs)
     return programs
 
 
-@pytest.mark.parametrize("lang", ["cpp", "php"])
+@pytest.mark.parametrize("lang", ["cpp", "java", "php"])
 def test_examples_over_mutual_tls(
     cpp_and_php: Any, gateways: GatewayFactory, pki: PKI, lang: str
 ) -> None:
