@@ -1,8 +1,8 @@
 """Who may administer: the admin policy shared by the Thrift service and the web console.
 
 Administrative actions (:data:`ADMIN_ACTIONS`: creating, deleting, truncating, disabling and
-enabling queues, deleting subscribers) are refused to anyone the policy does not know as an
-administrator. Two ways to be one, either suffices:
+enabling queues, deleting subscribers, rebalancing the cluster) are refused to anyone the
+policy does not know as an administrator. Two ways to be one, either suffices:
 
 - ``--admin-identities CN,...`` with mutual TLS (``--tls-client-ca``): the common name of the
   client certificate the connection presented;
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 ADMIN_ACTIONS = frozenset(
     ["createQueue", "deleteQueue", "truncateQueue", "disableQueue", "enableQueue",
-     "deleteSubscriber"]
+     "deleteSubscriber", "balanceCluster"]
 )  # fmt: skip
 
 

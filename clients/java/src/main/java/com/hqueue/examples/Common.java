@@ -163,9 +163,12 @@ final class Common {
     final HQueueService.Client client;
 
     Gateway(Options o) throws TTransportException, UsageError {
+      this(o, o.get("--host", "127.0.0.1"), o.intValue("--port", 9190, 0, 65535));
+    }
+
+    /** The gateway at host:port, with the transport, protocol and timeout of the options. */
+    Gateway(Options o, String host, int port) throws TTransportException, UsageError {
       int timeoutMs = 1000 * o.intValue("--timeout", 30, 1, 86400);
-      String host = o.get("--host", "127.0.0.1");
-      int port = o.intValue("--port", 9190, 0, 65535);
       TSocket socket = o.has("--tls-ca") ? Tls.connect(o, host, port, timeoutMs)
           : new TSocket(host, port, timeoutMs);
       if (!o.has("--tls-ca") && o.has("--tls-cert")) {
