@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -18,6 +18,7 @@ import gevent.event
 from gevent.pywsgi import WSGIServer
 from hqueue.protocol import hqueue_thrift
 
+from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor
 from .cluster.member import Hooks
 from .httpd import metrics_app, serve_wsgi
@@ -34,6 +35,7 @@ from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
+from .tls import TLSConfig, client_context, server_context
 from .wire import RequestLimits
 
 if TYPE_CHECKING:
@@ -72,6 +74,10 @@ class GatewayConfig:
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
+    # -- TLS and who may administer (issue 15): see gateway.tls, gateway.auth
+    tls: TLSConfig = field(default_factory=TLSConfig)
+    admin_identities: str | None = None  # comma-separated certificate common names
+    admin_token_file: str | None = None  # one admin token per line
 
     # -- operating it (issue 15, sections 1-2): HTTP listeners on --host, None = off
     metrics_port: int | None = None  # Prometheus text at /metrics
@@ -103,18 +109,28 @@ class Gateway:
         self.cluster: ClusterMember | None = None
         self.forwarder: Forwarder | None = None
         self.namespace_lease: NamespaceLease | None = None
+        self.admin_policy = AdminPolicy()  # from the config in start()
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
 
     def start(self) -> None:
         thrift = hqueue_thrift()
+        # TLS files and admin lists are checked before anything starts
+        policy = self.admin_policy = AdminPolicy.from_options(
+            self.config.admin_identities, self.config.admin_token_file
+        )
+        server_tls = server_context(self.config.tls) if self.config.tls.serving else None
+        push = self.config.push
+        if self.config.tls.connecting:  # push to subscribers over TLS
+            sender = replace(push.sender, tls=client_context(self.config.tls))
+            push = replace(push, sender=sender)
         self.store.start()
         self.scanners.start()
         try:
             # the registry first: connecting to ZooKeeper may take a while, and no request
             # should arrive before the service can answer it
             registry = self._registry()
-            self.push = WorkerManager(self.store, registry, self.config.push)
+            self.push = WorkerManager(self.store, registry, push)
             if self.config.metrics_port is not None or self.config.console_port is not None:
                 self.stats = GatewayStats()
                 self.push.stats = self.stats
@@ -136,6 +152,7 @@ class Gateway:
                     send_timeout=self.config.send_timeout,
                     max_pending_bytes=self.config.max_pending_request_bytes,
                 ),
+                tls=server_tls,
             )
             self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)
             self.server.start()
@@ -154,7 +171,7 @@ class Gateway:
             processor = GatewayProcessor(
                 thrift,
                 thrift.HQueueService,
-                self.service,
+                GuardedHandler(self.service, policy),
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
@@ -182,12 +199,18 @@ class Gateway:
             self.scanners.stop()
             self.store.stop()
             raise
+        if policy.tokens is not None and server_tls is None:
+            log.warning("admin tokens cross the network in the clear: serve TLS (--tls-cert)")
+        if policy.identities is not None and not self.config.tls.mutual:
+            log.warning("--admin-identities needs --tls-client-ca: no client has an identity")
         log.info(
             "serving HQueueService on %s:%d (%s, %s), data in %s, advertised as %s",
             host,
             port,
             "framed" if self.config.framed else "buffered",
-            "compact" if self.config.compact else "binary",
+            ("compact" if self.config.compact else "binary")
+            + (", TLS" if server_tls else "")
+            + (", client certificates required" if self.config.tls.mutual else ""),
             self.config.data_dir if self.config.store == "embedded" else self.config.store,
             advertise,
         )
@@ -240,9 +263,15 @@ class Gateway:
             )
         if self.config.console_port is not None:
             from .console import create_app
+            from .console.auth import policy_authorize
             from .console.data import ConsoleData
 
-            app = create_app(ConsoleData(service, stats, self.monitor))
+            policy = self.admin_policy
+            app = create_app(
+                ConsoleData(service, stats, self.monitor),
+                policy_authorize(policy),
+                token_field=bool(policy.tokens),
+            )
             self.http["console"] = serve_wsgi(
                 app, self.config.host, self.config.console_port, "the console"
             )
@@ -285,7 +314,12 @@ class Gateway:
         self.push.owns = lambda queue, partition: bool(
             self.cluster and self.cluster.owns(queue, partition)
         )
-        self.forwarder = Forwarder(thrift, framed=self.config.framed, compact=self.config.compact)
+        self.forwarder = Forwarder(
+            thrift,
+            framed=self.config.framed,
+            compact=self.config.compact,
+            tls=client_context(self.config.tls),  # --tls-ca: forward over TLS
+        )
         self.cluster = ClusterMember(
             ClusterOptions(
                 zookeeper=self.config.zookeeper or "",

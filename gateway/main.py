@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how often subscriber lag and queue rates are sampled for metrics and the "
         "console (default %(default)s)",
     )
+    _add_security_options(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     guard = p.add_argument_group("limits against hostile or broken clients")
     guard.add_argument(
@@ -208,6 +210,56 @@ def build_parser() -> argparse.ArgumentParser:
         "(default %(default)s: 32 scanners over the widest queue)",
     )
     return p
+
+
+def _add_security_options(p: argparse.ArgumentParser) -> None:
+    """TLS and who may administer (issue 15): gateway.tls, gateway.auth."""
+    sec = p.add_argument_group("TLS and administration")
+    sec.add_argument(
+        "--tls-cert", metavar="PEM", help="serve Thrift over TLS with this certificate"
+    )
+    sec.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
+    sec.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="require client certificates signed by this CA (mutual TLS)",
+    )
+    sec.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        help="connect to subscribers (and other gateways) over TLS, trusting this CA and "
+        "presenting --tls-cert as the client certificate",
+    )
+    sec.add_argument(
+        "--admin-identities",
+        metavar="CN,...",
+        help="only clients whose certificate has one of these common names may create, "
+        "delete, truncate, disable or enable queues and delete subscribers (mutual TLS)",
+    )
+    sec.add_argument(
+        "--admin-token-file",
+        metavar="PATH",
+        help="... or clients that called authenticate() with a token listed in this file "
+        "(one per line, at least 16 characters)",
+    )
+
+
+def _check_security(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    from .auth import AdminPolicy
+    from .tls import TLSConfig, TLSConfigError
+
+    config = TLSConfig(args.tls_cert, args.tls_key, args.tls_client_ca, args.tls_ca)
+    try:
+        config.check()
+        AdminPolicy.from_options(args.admin_identities, args.admin_token_file)
+    except (TLSConfigError, ValueError) as exc:
+        parser.error(str(exc))
+    if args.admin_identities is not None and args.tls_client_ca is None:
+        parser.error(
+            "--admin-identities needs --tls-client-ca (identities come from client "
+            "certificates); without mutual TLS use --admin-token-file"
+        )
+    return config
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -273,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gevent import monkey
 
     monkey.patch_all()
+    # after patching: the TLS contexts it builds to check the files must be gevent's
+    tls_config = _check_security(parser, args)
 
     logging.basicConfig(
         level=args.log_level,
@@ -319,6 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         send_timeout=args.send_timeout,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
         max_scanner_partitions=args.max_scanner_partitions,
+        tls=tls_config,
+        admin_identities=args.admin_identities,
+        admin_token_file=args.admin_token_file,
     )
     gateway = Gateway(config)
     try:

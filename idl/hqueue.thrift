@@ -218,4 +218,14 @@ service HQueueService {
    */
   i32 balanceCluster(1: i32 maxMoves)
       throws (1: IOError io, 2: IllegalArgument ia)
+
+  // ---- who may administer (issue 15), appended -----------------------------------------------
+
+  /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   */
+  void authenticate(1: Text token)
+      throws (1: IOError io, 2: IllegalArgument ia)
 }

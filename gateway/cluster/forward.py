@@ -43,8 +43,15 @@ def _closed_by_peer(client: Any) -> bool:
 
 class Forwarder:
     def __init__(
-        self, thrift: Any, *, framed: bool, compact: bool, timeout: float = 30.0
+        self,
+        thrift: Any,
+        *,
+        framed: bool,
+        compact: bool,
+        timeout: float = 30.0,
+        tls: Any = None,  # an ssl.SSLContext (gateway.tls.client_context) or None: plain TCP
     ) -> None:
+        self._tls = tls
         self._t = thrift
         self._framed = framed
         self._compact = compact
@@ -79,6 +86,7 @@ class Forwarder:
                     host,
                     int(port),
                     timeout=int(self.timeout * 1000),
+                    ssl_context=self._tls,
                     trans_factory=TCyFramedTransportFactory()
                     if self._framed
                     else TCyBufferedTransportFactory(),

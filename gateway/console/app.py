@@ -34,9 +34,18 @@ CONFIRMED = ("truncate", "delete")  # the ones that lose data: type the name to 
 
 
 def create_app(
-    data: ConsoleData, authorize: Callable[[dict[str, Any]], str] = auth.authorize
+    data: ConsoleData,
+    authorize: Callable[[dict[str, Any]], str] = auth.authorize,
+    *,
+    token_field: bool = False,
 ) -> Flask:
+    """``token_field``: the pages' forms ask for an admin token (``--admin-token-file``)."""
     app = Flask(__name__)
+
+    @app.context_processor
+    def _admin_token_field() -> dict[str, Any]:
+        return {"admin_token_field": token_field}
+
     app.secret_key = secrets.token_bytes(32)  # only signs flash messages of this process
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
     app.json.sort_keys = False  # type: ignore[attr-defined]

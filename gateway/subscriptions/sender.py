@@ -6,7 +6,8 @@ resends the *same* batch after a growing back-off (never skipping, never reorder
 connection when the old one broke. Only an acknowledged batch advances ``acked``, which the
 checkpoint updater writes to the registry.
 
-Subscribers are spoken to in the binary protocol over a buffered transport (what every
+Subscribers are spoken to (over TLS when the gateway has ``--tls-ca``) in the binary protocol
+over a buffered transport (what every
 HQueueSubscriberService server must accept). The request is encoded from the rows in C by the
 encoder of scan replies: a ``consumeMessages`` call and its reply differ only in the message
 type and the list's field id (``encode_call``), so no TMessage object is built per message.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +65,8 @@ class SenderOptions:
     timeout: float = 30.0  # seconds a consumeMessages call may take
     backoff_initial: float = 0.05  # seconds
     backoff_max: float = 5.0  # seconds
+    # TLS to subscribers (gateway.tls.client_context from --tls-ca); None: plain TCP
+    tls: ssl.SSLContext | None = None
 
 
 class MessageSender:
@@ -140,6 +144,12 @@ class MessageSender:
     def _connect(self) -> tuple[socket.socket, MessageReader]:
         sock = socket.create_connection((self.host, self.port), timeout=self.options.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.options.tls is not None:  # --tls-ca: verify the subscriber, show our cert
+            try:
+                sock = self.options.tls.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
         reader = MessageReader(
             sock,
             framed=False,

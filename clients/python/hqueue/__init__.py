@@ -15,10 +15,12 @@ from .batch import Batch
 from .client import Connection, Message, MessageID, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
 from .pool import ConnectionPool
+from .tls import TLS
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "TLS",
     "Batch",
     "Connection",
     "ConnectionPool",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from thriftpy2.transport import TTransportException
 from . import protocol
 from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
+from .tls import TLSOption, client_context
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190
@@ -104,6 +106,9 @@ class Connection:
     :class:`TransportError` it is closed and the next call opens a new one.
 
     ``framed`` and ``compact`` must match the gateway's ``--framed``/``--compact`` flags.
+    ``tls`` (a :class:`hqueue.TLS`, an ``ssl.SSLContext`` or True for the system's CAs)
+    speaks TLS, for a gateway started with ``--tls-cert``; ``token`` is sent with
+    ``authenticate`` right after connecting (a gateway with ``--admin-token-file``).
     """
 
     def __init__(
@@ -115,6 +120,8 @@ class Connection:
         compact: bool = False,
         timeout: float = 30.0,
         autoconnect: bool = False,
+        tls: TLSOption = None,
+        token: str | None = None,
     ) -> None:
         _int("port", port, 1, 65535)
         if not timeout > 0:
@@ -124,6 +131,8 @@ class Connection:
         self.framed = framed
         self.compact = compact
         self.timeout = timeout
+        self.tls = client_context(tls)  # built once: loading the files is the slow part
+        self.token = token
         self._client: Any = None
         # Routing in a gateway cluster: each queue's partition owners (getQueueLocations),
         # and a connection per owner address, so puts go straight to the owner (no hop).
@@ -148,12 +157,20 @@ class Connection:
         try:
             self._client = protocol.connect(
                 self.host, self.port, framed=self.framed, compact=self.compact,
-                timeout=self.timeout,
+                timeout=self.timeout, tls=self.tls,
             )  # fmt: skip
         except (TTransportException, OSError) as exc:
+            # thriftpy2 reports a failed TLS handshake as "Could not connect": say why
+            cause = exc.__context__ if isinstance(exc.__context__, ssl.SSLError) else exc
             raise TransportError(
-                f"cannot connect to gateway at {self.host}:{self.port}: {exc}"
+                f"cannot connect to gateway at {self.host}:{self.port}: {cause}"
             ) from exc
+        if self.token is not None:
+            try:
+                self.call("authenticate", self.token.encode())
+            except BaseException:
+                self.close()  # a refused token: no half-authenticated connection stays
+                raise
 
     def close(self) -> None:
         """Closes this connection and those it opened to partition owners."""
@@ -197,8 +214,9 @@ class Connection:
         if peer is None:
             host, _, port = address.rpartition(":")
             peer = self._peers[address] = Connection(
-                host, int(port), framed=self.framed, compact=self.compact, timeout=self.timeout
-            )
+                host, int(port), framed=self.framed, compact=self.compact, timeout=self.timeout,
+                tls=self.tls, token=self.token,
+            )  # fmt: skip
         return peer
 
     @property
@@ -563,6 +581,7 @@ class Queue:
         runs on gevent: monkey-patch first (see :mod:`subscriber_runtime`)."""
         from subscriber_runtime import Subscriber  # the runtime (gevent) only when wanted
 
+        options.setdefault("tls", self.connection.tls)  # reach the gateway as this does
         return Subscriber(
             f"{self.connection.host}:{self.connection.port}",
             self.name.decode(),

@@ -253,4 +253,14 @@ interface HQueueServiceIf
      * @throws \HQueue\IllegalArgument
      */
     public function balanceCluster($maxMoves);
+    /**
+     * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+     * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+     * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+     * 
+     * @param string $token
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function authenticate($token);
 }
