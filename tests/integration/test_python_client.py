@@ -21,9 +21,13 @@ from hqueue import (
 BINARY = [bytes(range(256)), b"\xff\xfe\x00\x80", b"", b"\xed\xa0\x80", b"plain"]
 
 
-@pytest.fixture(params=["buffered-binary", "framed-compact"])
+@pytest.fixture(params=["buffered-binary", "framed-binary", "framed-compact"])
 def conn(request: Any, start_gateway: Any) -> Any:
-    flags = {"buffered-binary": (), "framed-compact": ("--framed", "--compact")}[request.param]
+    flags = {
+        "buffered-binary": (),
+        "framed-binary": ("--framed",),
+        "framed-compact": ("--framed", "--compact"),
+    }[request.param]
     gw = start_gateway(*flags)
     with Connection(gw.host, gw.port, framed=gw.framed, compact=gw.compact, timeout=15) as c:
         yield c
