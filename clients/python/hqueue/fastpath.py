@@ -85,18 +85,19 @@ class Channel:
             if got == 0:
                 raise TProtocolException(TProtocolException.INVALID_DATA, "a short frame")
             return generic(method, bytes(frame))
-        while True:
-            got = decode(buf) if buf else 0
-            if isinstance(got, tuple):
-                del buf[: got[0]]
-                return got[1]
-            if got == -1:
-                end = codec.message_end(buf)
-                if end:
-                    reply = bytes(buf[:end])
-                    del buf[:end]
-                    return generic(method, reply)
+        # first wait for the whole reply (a walk that makes no objects), then decode it once:
+        # decoding each piece as it came would build every message again after each recv
+        while not (end := codec.message_end(buf) if buf else 0):
             self._fill()
+        got = decode(buf)
+        if isinstance(got, tuple):
+            if got[0] != end:
+                raise TProtocolException(TProtocolException.INVALID_DATA, "reply mismatch")
+            del buf[:end]
+            return got[1]
+        reply = bytes(buf[:end])
+        del buf[:end]
+        return generic(method, reply)
 
 
 def generic(method: str, reply: bytes) -> Any:
@@ -129,12 +130,14 @@ def channel(conn: Connection) -> Channel | None:
     ch = getattr(conn, "_hq_channel", None)
     if ch is not None and ch[0] is client:
         return ch[1]  # type: ignore[no-any-return]
-    try:
-        sock = client._iprot.trans.sock.sock
-    except AttributeError:
-        return None
+    # thriftpy2's Cython transports expose their TSocket's socket as ``sock``; the pure-Python
+    # ones the TSocket itself
+    sock = getattr(getattr(getattr(client, "_iprot", None), "trans", None), "sock", None)
+    if sock is not None and not isinstance(sock, socket.socket):
+        sock = getattr(sock, "sock", None)
     if not isinstance(sock, socket.socket):
         return None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # a reply waits for no ack
     made = Channel(sock, conn.framed)
     conn._hq_channel = (client, made)  # type: ignore[attr-defined]
     return made
