@@ -16,6 +16,7 @@ from .client import Connection, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
 from .message import Message, MessageID
 from .pool import ConnectionPool
+from .producer import Producer
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,7 @@ __all__ = [
     "Message",
     "MessageID",
     "PoolTimeout",
+    "Producer",
     "Queue",
     "QueueInfo",
     "ServerError",

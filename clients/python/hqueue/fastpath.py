@@ -48,10 +48,7 @@ class Channel:
         self._buf = bytearray()
 
     def send(self, request: bytes) -> None:
-        if self.framed:
-            self.sock.sendall(_FRAME.pack(len(request)) + request)
-        else:
-            self.sock.sendall(request)
+        self.sock.sendall(frame(request) if self.framed else request)
 
     def _fill(self) -> None:
         buf = self._buf
@@ -143,6 +140,28 @@ def channel(conn: Connection) -> Channel | None:
     return made
 
 
+def frame(request: bytes) -> bytes:
+    """``request`` as the framed transport sends it."""
+    return _FRAME.pack(len(request)) + request
+
+
+def mapped(method: str, exc: BaseException) -> BaseException:
+    """The client's exception for a failure of ``method`` (as :meth:`Connection.call` maps
+    them): :class:`TransportError` means the connection cannot be used any more."""
+    t = protocol.hqueue_thrift()
+    if isinstance(exc, t.IllegalArgument):
+        return InvalidArgument.from_gateway(exc.message)
+    if isinstance(exc, t.IOError):
+        return ServerError(exc.message)
+    if isinstance(exc, TApplicationException):
+        return ServerError(f"{method}: {exc}")
+    if isinstance(exc, (TTransportException, TProtocolException, OSError, EOFError, ValueError)):
+        error = TransportError(f"{method} failed: {exc or type(exc).__name__}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
 def call(conn: Connection, ch: Channel, method: str, request: bytes, decode: Decoder) -> Any:
     """Sends ``request`` (an encoded ``method`` call) and returns its decoded reply, mapping
     failures as :meth:`Connection.call` does."""
@@ -150,12 +169,8 @@ def call(conn: Connection, ch: Channel, method: str, request: bytes, decode: Dec
     try:
         ch.send(request)
         return ch.receive(method, decode)
-    except t.IllegalArgument as exc:
-        raise InvalidArgument.from_gateway(exc.message) from None
-    except t.IOError as exc:
-        raise ServerError(exc.message) from None
-    except TApplicationException as exc:
-        raise ServerError(f"{method}: {exc}") from None
+    except (t.IllegalArgument, t.IOError, TApplicationException) as exc:
+        raise mapped(method, exc) from None
     except (TTransportException, TProtocolException, OSError, EOFError, ValueError) as exc:
         conn.close()  # out of step, or gone: never reuse this socket
         raise TransportError(

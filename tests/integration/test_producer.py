@@ -1,0 +1,120 @@
+"""hqueue.Producer against real gateways: calls in flight, order, errors, a gateway that goes
+away and comes back."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from hqueue import Connection, InvalidArgument, Producer, TransportError
+
+
+@pytest.mark.parametrize("framed", [False, True])
+def test_puts_in_flight_keep_each_partitions_order(
+    start_gateway: Any, queue_name: str, framed: bool
+) -> None:
+    gw = start_gateway(*(["--framed"] if framed else []))
+    conn = Connection(gw.host, gw.port, framed=framed, timeout=30)
+    q = conn.create_queue(queue_name, partitions=4, ttl_seconds=3600)
+    delivered: list[tuple[int, Any]] = []
+    lock = threading.Lock()
+
+    def on_delivery(count: int, error: BaseException | None) -> None:
+        with lock:
+            delivered.append((count, error))
+
+    futures = []
+    with Producer(gw.host, gw.port, framed=framed, window=3, connections=2, batch_size=70,
+                  on_delivery=on_delivery) as p:  # fmt: skip
+        for i in range(1000):
+            p.put(queue_name, "t", b"put-%d" % i, partition=i % 4)
+        for b in range(10):
+            pairs = [(b"m", b"many-%d-%d" % (b, i)) for i in range(50)]
+            futures.append(p.put_many(queue_name, pairs, partition=b % 4))
+        futures.append(p.put_lists(queue_name, "l", [b"list-%d" % i for i in range(30)], 3))
+        assert p.put_many(queue_name, [], 1).result() == 0
+    assert [f.result(timeout=0) for f in futures] == [50] * 10 + [30]
+    assert sum(c for c, e in delivered if e is None) == 1000 + 500 + 30
+    assert all(e is None for _, e in delivered)
+
+    for pid in range(4):
+        got = [m.value for m in q.scan(partitions=pid)]
+        puts = [v for v in got if v.startswith(b"put-")]
+        assert puts == [b"put-%d" % i for i in range(pid, 1000, 4)]  # order kept
+        for b in range(pid, 10, 4):
+            many = [v for v in got if v.startswith(b"many-%d-" % b)]
+            assert many == [b"many-%d-%d" % (b, i) for i in range(50)]
+    assert [m.value for m in q.scan(partitions=3, topics=["l"])] == [
+        b"list-%d" % i for i in range(30)
+    ]
+    assert len(list(q.scan())) == 1530
+    conn.close()
+
+
+def test_refusals_fail_their_call_only(start_gateway: Any, queue_name: str) -> None:
+    gw = start_gateway()
+    conn = Connection(gw.host, gw.port, timeout=30)
+    q = conn.create_queue(queue_name, partitions=2, ttl_seconds=3600)
+    p = Producer(gw.host, gw.port, window=4, batch_size=10)
+    bad = p.put_many("q_no_such_queue", [(b"t", b"v")])
+    empty_topic = p.put_many(queue_name, [(b"t", b"v"), (b"", b"v")], partition=0)
+    good = p.put_many(queue_name, [(b"t", b"ok")], partition=1)
+    with pytest.raises(InvalidArgument) as info:
+        bad.result(timeout=30)
+    assert info.value.argument == "queueName"
+    with pytest.raises(InvalidArgument) as info:
+        empty_topic.result(timeout=30)
+    assert info.value.argument == "tMessages[1].topic"
+    assert good.result(timeout=30) == 1
+    # a put() batch has no future: flush() raises its error
+    for i in range(3):
+        p.put("q_no_such_queue", "t", b"%d" % i)
+    with pytest.raises(InvalidArgument):
+        p.flush(timeout=30)
+    p.flush(timeout=30)  # reported once
+    # bad arguments are refused before anything is sent
+    with pytest.raises(InvalidArgument) as info:
+        p.put_many(queue_name, [(b"t", 5)])
+    assert info.value.argument == "messages[0].value"
+    with pytest.raises(InvalidArgument) as info:
+        p.put_many(queue_name, [(b"t", b"v")], partition=40000)
+    assert info.value.argument == "partition"
+    p.close()
+    assert [m.value for m in q.scan()] == [b"ok"]
+    conn.close()
+
+
+def test_a_gateway_that_goes_away_fails_calls_then_reconnects(
+    start_gateway: Any, queue_name: str
+) -> None:
+    gw = start_gateway()
+    Connection(gw.host, gw.port).create_queue(queue_name, 1, 3600)
+    p = Producer(gw.host, gw.port, window=8, timeout=10)
+    assert p.put_many(queue_name, [(b"t", b"before")], 0).result(timeout=30) == 1
+    gw.kill()
+    with pytest.raises(TransportError):  # refused now, or failed on the dead socket
+        p.put_many(queue_name, [(b"t", b"during")], 0).result(timeout=30)
+    with pytest.raises(TransportError, match="cannot connect"):
+        p.put_many(queue_name, [(b"t", b"during")], 0)
+    gw.start()
+    assert p.put_many(queue_name, [(b"t", b"after")], 0).result(timeout=30) == 1
+    p.close()
+    with Connection(gw.host, gw.port) as c:
+        assert [m.value for m in c.queue(queue_name).scan()] == [b"before", b"after"]
+
+
+def test_arguments_are_checked_up_front() -> None:
+    for kwargs, argument in (
+        ({"window": 0}, "window"),
+        ({"connections": 0}, "connections"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"timeout": 0}, "timeout"),
+    ):
+        with pytest.raises(InvalidArgument) as info:
+            Producer("127.0.0.1", 9, **kwargs)
+        assert info.value.argument == argument
+    p = Producer("127.0.0.1", 9)
+    with pytest.raises(InvalidArgument) as info:
+        p.put_many("", [(b"t", b"v")])
+    assert info.value.argument == "queue"
