@@ -123,6 +123,28 @@ class PartitionCursor:
     def pop(self) -> Row:
         return self._buffer.popleft()
 
+    def take_run(
+        self, bound: tuple[int, ...] | None, reverse: bool, n: int, max_bytes: int
+    ) -> list[Row]:
+        """The buffered rows that sort before ``bound`` (another partition's head, as
+        :meth:`Scanner._order` makes it), at most ``n``, stopping once their bodies reach
+        ``max_bytes``; at least the head, which the caller knows sorts first."""
+        buf = self._buffer
+        p = self.partition
+        rows: list[Row] = []
+        append = rows.append
+        size = 0
+        while buf and len(rows) < n and size < max_bytes:
+            row = buf[0]
+            if bound is not None and rows:
+                key = (-row[0], -row[1], -p) if reverse else (row[0], row[1], p)
+                if key >= bound:
+                    break
+            append(buf.popleft())
+            size += len(row[2]) + len(row[3])
+        self._bytes = max(0, self._bytes - size)
+        return rows
+
     def head(self) -> Row:
         return self._buffer[0]
 
@@ -205,10 +227,13 @@ class Scanner:
         while heap and len(rows) < n and size < max_bytes:
             *_, index = heapq.heappop(heap)
             cursor = self.cursors[index]
-            row = cursor.pop()
-            partitions.append(cursor.partition)
-            rows.append(row)
-            size += len(row[3]) + len(row[2])
+            # Partitions are mostly written in runs (a put is one partition's batch): take the
+            # whole run that sorts before the next partition's head, not one row per heap step.
+            run = cursor.take_run(heap[0] if heap else None, reverse, n - len(rows),
+                                  max_bytes - size)  # fmt: skip
+            partitions += itertools.repeat(cursor.partition, len(run))
+            rows += run
+            size += sum(len(row[3]) + len(row[2]) for row in run)
             if not cursor.peek_ready():
                 cursor.fill(self.store, meta, per_cursor)
             if cursor.peek_ready():
