@@ -1,0 +1,551 @@
+"""Section ``kafka``: hqueue through its Python client against Apache Kafka through
+confluent-kafka (librdkafka), on the same machine, in one run.
+
+Rows (100-byte messages, 1000 per call or batch, runs interleaved row by row):
+
+* produce, 1 producer, 1 partition; produce, 4 producers, 8 partitions: closed-loop
+  producer processes for ``duration`` seconds after ``warmup``; messages acknowledged inside
+  the window count (hqueue: durable, fsynced; Kafka: in the page cache by default, fsynced
+  per append with ``flush.messages=1``).
+* read N messages from 1 partition; read N from 8 partitions (hqueue merges them in
+  MessageID order; Kafka's consumer interleaves them as they come): one consumer process,
+  the time to read all N (N = 1M, 200k with ``--quick``).
+
+hqueue is driven three ways: **friendly** (``hqueue.Connection(...).queue(q)``: ``put_many``
+and ``scan``, what the README shows), **producer** (``hqueue.Producer``, 4 calls in flight
+per connection) and **lean** (requests encoded once, replies checked, not decoded: what the
+server can do). Kafka is driven as its users do: ``Producer.produce`` per message and
+``Consumer.consume(1000)``, with ``socket.nagle.disable`` and a low
+``fetch.queue.backoff.ms`` (defaults cost Kafka tens of ms and most of its read rate on
+loopback). Both servers are warmed up first (Kafka's JIT needs a few million messages).
+
+CPU per message: the server process's CPU (all threads, psutil) during the window over the
+messages moved; the client's likewise (its own process, librdkafka's threads included).
+Kafka's jars come from Maven (``loadtests.kafka_local``); the section is skipped without
+java, mvn or confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing as mp
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtests import bench_gateway as bg
+from loadtests import kafka_local
+from loadtests.benchmarks import charts
+from loadtests.benchmarks.context import Context, fmt_num, median
+from loadtests.benchmarks.registry import Result, section
+
+HOST = bg.HOST
+BATCH = 1000
+VALUE_BYTES = 100
+PRODUCER_WINDOW = 4
+PRODUCE_ROWS = (
+    ("produce, 1 producer, 1 partition", 1, 1),
+    ("produce, 4 producers, 8 partitions", 4, 8),
+)
+READ_ROWS = (("read {n}, 1 partition", 1), ("read {n}, 8 partitions (merged)", 8))
+PRODUCE_SIDES = ("friendly", "producer", "lean", "kafka", "kafka-fsync")
+READ_SIDES = ("friendly", "lean", "kafka")
+KAFKA_PRODUCER = {
+    "socket.nagle.disable": True,
+    "linger.ms": 5,
+    "batch.num.messages": 10000,
+    "queue.buffering.max.messages": 1_000_000,
+    "acks": "all",
+    "enable.idempotence": False,
+    "compression.type": "none",
+    "log_level": 3,
+}
+KAFKA_CONSUMER = {
+    "socket.nagle.disable": True,
+    "fetch.queue.backoff.ms": 1,
+    "enable.auto.commit": False,
+    "enable.partition.eof": False,
+    "log_level": 3,
+}
+READY_TIMEOUT = 120.0
+
+
+@dataclass
+class Job:
+    side: str  # friendly | producer | lean | kafka | kafka-fsync
+    op: str  # produce | read
+    port: int
+    target: str  # hqueue queue or Kafka topic
+    partitions: int  # of the queue or topic
+    index: int = 0  # which producer of several
+    total: int = 0  # read: messages to read
+    batch: int = BATCH
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# -- workloads, in the client processes ------------------------------------------------------
+
+
+def _values() -> list[bytes]:
+    return bg.make_values(11, BATCH, VALUE_BYTES)
+
+
+class _Produce:
+    """step() sends one batch; delivered() counts the messages acknowledged so far."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.values = _values()
+        self.pairs = [(bg.TOPIC, v) for v in self.values]
+        # producers spread over the partitions, each cycling through its own share
+        self.cycle = itertools.cycle(
+            [p for p in range(job.partitions) if p % job.extra["producers"] == job.index]
+            or [job.index % job.partitions]
+        )
+        self.acked = 0
+        side = job.side
+        if side == "friendly":
+            import hqueue
+
+            self.queue = hqueue.Connection(HOST, job.port, timeout=60).queue(job.target)
+            self.step = self._friendly
+        elif side == "producer":
+            import hqueue
+
+            self.error: BaseException | None = None
+
+            def count(n: int, error: BaseException | None) -> None:
+                if error is not None:
+                    self.error = error
+                self.acked += n if error is None else 0
+
+            self.producer = hqueue.Producer(HOST, job.port, window=PRODUCER_WINDOW,
+                                            timeout=60, on_delivery=count)  # fmt: skip
+            self.step = self._producer
+        elif side == "lean":
+            import socket
+
+            from hqueue import codec, fastpath
+
+            sock = socket.create_connection((HOST, job.port), timeout=60)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.channel = fastpath.Channel(sock, False)
+            self.requests = {
+                p: codec.encode_put(0, job.target.encode(), p, self.pairs, 0)
+                for p in range(job.partitions)
+            }
+            self.step = self._lean
+        else:
+            from confluent_kafka import Producer
+
+            self.kafka = Producer({"bootstrap.servers": f"{HOST}:{job.port}", **KAFKA_PRODUCER})
+            self.sent = 0
+            self.step = self._kafka
+
+    def _friendly(self) -> None:
+        self.acked += self.queue.put_many(self.pairs, partition=next(self.cycle))
+
+    def _producer(self) -> None:
+        self.producer.put_many(self.job.target, self.pairs, next(self.cycle))
+
+    def _lean(self) -> None:
+        from hqueue import fastpath
+
+        self.channel.send(self.requests[next(self.cycle)])
+        self.channel.receive("putMessagesWithPid", fastpath.void_reply)
+        self.acked += BATCH
+
+    def _kafka(self) -> None:
+        produce, topic = self.kafka.produce, self.job.target
+        for v in self.values:
+            while True:
+                try:
+                    produce(topic, v)
+                    break
+                except BufferError:  # its queue is full: let librdkafka deliver some
+                    self.kafka.poll(0.005)
+        self.sent += BATCH
+        self.kafka.poll(0)
+
+    def delivered(self) -> int:
+        if self.job.side == "producer" and self.error is not None:
+            raise self.error
+        if self.job.side.startswith("kafka"):
+            return self.sent - len(self.kafka)
+        return self.acked
+
+    def close(self) -> None:
+        if self.job.side == "producer":
+            self.producer.close(60)
+        elif self.job.side.startswith("kafka"):
+            self.kafka.flush(60)
+        elif self.job.side == "friendly":
+            self.queue.connection.close()
+        elif self.job.side == "lean":
+            self.channel.sock.close()
+
+
+def _lean_list_reply(buf: bytearray) -> tuple[int, int] | int:
+    """How many messages a messageScannerGetList reply holds, without decoding them."""
+    from hqueue import codec
+
+    end = codec.message_end(buf)
+    if not end:
+        return 0
+    name_len = int.from_bytes(buf[4:8], "big")
+    at = 8 + name_len + 4  # the result struct: field 0, list<struct>, count
+    if buf[3] != 2 or buf[at] != 15 or buf[at + 3] != 12:
+        return -1
+    return end, int.from_bytes(buf[at + 4 : at + 8], "big")
+
+
+def _read(job: Job) -> int:
+    """Reads job.total messages; returns how many it read."""
+    n = 0
+    if job.side == "friendly":
+        import hqueue
+
+        with hqueue.Connection(HOST, job.port, timeout=60) as conn:
+            q = conn.queue(job.target)
+            scan = q.scan(limit=job.total) if job.partitions > 1 else q.scan(
+                partitions=0, limit=job.total)  # fmt: skip
+            for _ in scan:
+                n += 1
+        return n
+    if job.side == "lean":
+        import hqueue
+        from hqueue import codec, fastpath
+        from hqueue.protocol import hqueue_thrift
+
+        t = hqueue_thrift()
+        with hqueue.Connection(HOST, job.port, timeout=60) as conn:
+            name = job.target.encode()
+            spec = t.TMessageScan(caching=BATCH)
+            sid = (conn.call("queueScannerOpen", name, spec) if job.partitions > 1
+                   else conn.call("messageScannerOpen", name, 0, spec))  # fmt: skip
+            ch = fastpath.channel(conn)
+            assert ch is not None
+            while n < job.total:
+                want = min(BATCH, job.total - n)
+                request = codec.encode_get_list(0, sid, want)
+                got = fastpath.call(conn, ch, "messageScannerGetList", request, _lean_list_reply)
+                if not got:
+                    break
+                n += got
+            if n >= job.total:
+                with contextlib.suppress(Exception):
+                    conn.call("messageScannerClose", sid)
+        return n
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    group = f"bench-{os.getpid()}-{time.time_ns()}"
+    c = Consumer({"bootstrap.servers": f"{HOST}:{job.port}", "group.id": group, **KAFKA_CONSUMER})
+    try:
+        c.assign([TopicPartition(job.target, p, OFFSET_BEGINNING) for p in range(job.partitions)])
+        idle_until = time.monotonic() + 60
+        while n < job.total and time.monotonic() < idle_until:
+            batch = c.consume(BATCH, 1.0)
+            for m in batch:
+                if m.error() is None:
+                    n += 1
+            if batch:
+                idle_until = time.monotonic() + 60
+    finally:
+        c.close()
+    return n
+
+
+def _worker(job: Job, conn: Any) -> None:
+    try:
+        work = _Produce(job) if job.op == "produce" else None
+        conn.send(("ready", None))
+        start_at, end_at = conn.recv()
+        clock = time.monotonic
+        if work is None:  # read: count-bound
+            while clock() < start_at:
+                time.sleep(0.001)
+            read_cpu, read_t0 = time.process_time(), clock()
+            n = _read(job)
+            elapsed = clock() - read_t0
+            conn.send(("ok", {"messages": n, "seconds": elapsed,
+                              "cpu_s": time.process_time() - read_cpu}))  # fmt: skip
+            return
+        base: int | None = None
+        cpu0: float | None = None
+        t0 = now = clock()
+        while True:
+            work.step()
+            now = clock()
+            if base is None and now >= start_at:
+                base, cpu0, t0 = work.delivered(), time.process_time(), now
+            if now >= end_at:
+                break
+        assert base is not None and cpu0 is not None
+        delivered = work.delivered() - base
+        cpu = time.process_time() - cpu0
+        elapsed = now - t0
+        work.close()
+        conn.send(("ok", {"messages": delivered, "seconds": elapsed, "cpu_s": cpu}))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+# -- the parent: processes, CPU, runs --------------------------------------------------------
+
+
+def _server_cpu(server: bg.Server) -> float:
+    import psutil
+
+    t = psutil.Process(server.pid).cpu_times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def run_jobs(server: bg.Server, jobs: list[Job], warmup: float, duration: float) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")  # librdkafka's threads must not be forked
+    procs, conns = [], []
+    try:
+        for job in jobs:
+            parent, child = ctx.Pipe()
+            p = ctx.Process(target=_worker, args=(job, child), daemon=True)
+            p.start()
+            child.close()
+            procs.append(p)
+            conns.append(parent)
+        for c in conns:
+            if not c.poll(READY_TIMEOUT):
+                raise RuntimeError(f"a client did not get ready in {READY_TIMEOUT} s")
+            status, detail = c.recv()
+            if status != "ready":
+                raise RuntimeError(f"a client failed to start:\n{detail}")
+        read = jobs[0].op == "read"
+        start_at = time.monotonic() + (0.2 if read else warmup)
+        end_at = start_at + duration
+        for c in conns:
+            c.send((start_at, end_at))
+        bg._sleep_until(start_at)
+        cpu0, t0 = _server_cpu(server), time.monotonic()
+        reports = []
+        for c in conns:
+            if not c.poll(duration + warmup + 600):
+                raise RuntimeError("a client did not report")
+            status, detail = c.recv()
+            if status != "ok":
+                raise RuntimeError(f"a client failed:\n{detail}\n--- server log ---\n"
+                                   f"{server.log_tail()}")  # fmt: skip
+            reports.append(detail)
+        server_cpu = _server_cpu(server) - cpu0
+        server_seconds = time.monotonic() - t0
+        for p in procs:
+            p.join(30)
+    finally:
+        bg.reap(procs, conns, grace=0)
+    messages = sum(r["messages"] for r in reports)
+    seconds = max(r["seconds"] for r in reports)
+    if read and messages < sum(j.total for j in jobs):
+        raise RuntimeError(f"read {messages} of {sum(j.total for j in jobs)} messages")
+    window = seconds if read else duration
+    return {
+        "msgs_per_s": messages / window if window else float("nan"),
+        "messages": messages,
+        "seconds": seconds,
+        # produce: the server's CPU until the last client reported, which includes each
+        # client's drain after the window; per message it is what the server spent on them
+        "server_us_per_msg": server_cpu / messages * 1e6 if messages else float("nan"),
+        "server_cores": server_cpu / server_seconds if server_seconds else float("nan"),
+        "client_us_per_msg": sum(r["cpu_s"] for r in reports) / messages * 1e6
+        if messages else float("nan"),
+    }  # fmt: skip
+
+
+# -- preparing the servers -------------------------------------------------------------------
+
+
+def _hq_create(port: int, name: str, partitions: int) -> None:
+    import hqueue
+
+    with hqueue.Connection(HOST, port, timeout=120) as c:
+        with contextlib.suppress(hqueue.InvalidArgument):
+            c.delete_queue(name)
+        c.create_queue(name, partitions, bg.TTL_SECONDS)
+
+
+def _hq_truncate(port: int, name: str) -> None:
+    import hqueue
+
+    with hqueue.Connection(HOST, port, timeout=120) as c:
+        c.truncate_queue(name)
+
+
+def _hq_fill(port: int, name: str, partitions: int, total: int) -> None:
+    import hqueue
+
+    values = _values()
+    with hqueue.Producer(HOST, port, window=4, timeout=120) as p:
+        for i in range(total // BATCH):
+            p.put_lists(name, bg.TOPIC, values, i % partitions)
+
+
+def _kafka_fill(server: bg.Server, topic: str, total: int) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": f"{HOST}:{server.port}", **KAFKA_PRODUCER})
+    values = _values()
+    for i in range(total):
+        while True:
+            try:
+                p.produce(topic, values[i % BATCH])
+                break
+            except BufferError:
+                p.poll(0.01)
+        if i % BATCH == 0:
+            p.poll(0)
+    if p.flush(120):
+        raise RuntimeError(f"kafka: messages left unsent filling {topic}")
+
+
+# -- the section -----------------------------------------------------------------------------
+
+
+@section("kafka", "hqueue's Python client vs. Apache Kafka with confluent-kafka",
+         requires=("java", "mvn"), minutes=8)  # fmt: skip
+def run(ctx: Context) -> Result:
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError as exc:
+        raise RuntimeError("confluent-kafka is not installed (pip install -e '.[bench]')") from exc
+    read_total = 200_000 if ctx.quick else 1_000_000
+    warm_messages = 500_000 if ctx.quick else 3_000_000
+    ctx.say("  resolving Kafka's jars with Maven")
+    lib = kafka_local.resolve_jars()
+    kafka = kafka_local.start_kafka(lib, ctx.workdir)
+    ctx.live.append(kafka)
+    ctx.say(f"  kafka {kafka_local.KAFKA_VERSION} up on port {kafka.port}")
+    gw = ctx.start_gateway("kafka-gw")
+
+    # data to read, and warm-up of both servers (Kafka's JIT above all)
+    for name, parts in (("read1", 1), ("read8", 8), ("warm", 8)):
+        kafka_local.create_topic(kafka, name, parts, {})
+        _hq_create(gw.port, name, parts)
+    ctx.say(f"  filling and warming: {read_total:,} to read per layout, {warm_messages:,} warm-up")
+    _kafka_fill(kafka, "warm", warm_messages)
+    _hq_fill(gw.port, "warm", 8, warm_messages // 4)
+    for name, parts in (("read1", 1), ("read8", 8)):
+        _kafka_fill(kafka, name, read_total)
+        _hq_fill(gw.port, name, parts, read_total)
+    run_jobs(kafka, [Job("kafka", "read", kafka.port, "warm", 8, total=warm_messages)], 0, 0)
+    for side in ("friendly", "lean"):
+        run_jobs(gw, [Job(side, "read", gw.port, "warm", 8, total=warm_messages // 4)], 0, 0)
+
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    topic_seq = itertools.count()
+    for r in range(ctx.runs):
+        for label, producers, parts in PRODUCE_ROWS:
+            for side in PRODUCE_SIDES:
+                if side.startswith("kafka"):
+                    server = kafka
+                    target = f"prod{parts}-{side}-{next(topic_seq)}"
+                    config = {"flush.messages": "1"} if side == "kafka-fsync" else {}
+                    kafka_local.create_topic(kafka, target, parts, config)
+                else:
+                    server, target = gw, f"prod{parts}"
+                    if r == 0 and side == PRODUCE_SIDES[0]:
+                        _hq_create(gw.port, target, parts)
+                    ctx.quiesce(gw)
+                jobs = [Job(side, "produce", server.port, target, parts, index=i,
+                            extra={"producers": producers}) for i in range(producers)]  # fmt: skip
+                got = run_jobs(server, jobs, ctx.warmup, ctx.duration)
+                results.setdefault(label, {}).setdefault(side, []).append(got)
+                ctx.say(f"  run {r + 1}/{ctx.runs} {label} {side}: "
+                        f"{fmt_num(got['msgs_per_s'])} msgs/s, server "
+                        f"{got['server_us_per_msg']:.2f} us/msg")  # fmt: skip
+                if side.startswith("kafka"):
+                    _kafka_delete(kafka, target)
+                else:
+                    _hq_truncate(gw.port, target)
+        for label_t, parts in READ_ROWS:
+            label = label_t.format(n=fmt_num(read_total))
+            for side in READ_SIDES:
+                server = kafka if side == "kafka" else gw
+                name = f"read{parts}"
+                got = run_jobs(server, [Job(side, "read", server.port, name, parts,
+                                            total=read_total)], 0, 0)  # fmt: skip
+                results.setdefault(label, {}).setdefault(side, []).append(got)
+                ctx.say(f"  run {r + 1}/{ctx.runs} {label} {side}: "
+                        f"{fmt_num(got['msgs_per_s'])} msgs/s")  # fmt: skip
+    return _report(ctx, results, read_total)
+
+
+def _kafka_delete(server: bg.Server, topic: str) -> None:
+    admin = kafka_local.admin_client(server)
+    with contextlib.suppress(Exception):
+        admin.delete_topics([topic])[topic].result(60)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if a == a and b == b and b else "-"
+
+
+def _report(ctx: Context, results: dict[str, Any], read_total: int) -> Result:
+    rows = []
+    for label, sides in results.items():
+        med = {s: median(runs, "msgs_per_s") for s, runs in sides.items()}
+        srv = {s: median(runs, "server_us_per_msg") for s, runs in sides.items()}
+        cli = {s: median(runs, "client_us_per_msg") for s, runs in sides.items()}
+        rows.append({"row": label, "msgs_per_s": med, "server_us_per_msg": srv,
+                     "client_us_per_msg": cli, "runs": sides})  # fmt: skip
+    nan = float("nan")
+    table = [["row", "friendly", "friendly Producer", "lean", "Kafka", "Kafka flush=1",
+              "friendly / Kafka", "Producer / Kafka", "Producer / Kafka flush=1",
+              "friendly / lean", "server us/msg (lean / Kafka)",
+              "client us/msg (friendly / Kafka)"]]  # fmt: skip
+    for row in rows:
+        m, s, c = row["msgs_per_s"], row["server_us_per_msg"], row["client_us_per_msg"]
+        best = max(m.get("friendly", nan), m.get("producer", nan) if "producer" in m else 0)
+        table.append([
+            row["row"],
+            *(fmt_num(m[k]) if k in m else "-"
+              for k in ("friendly", "producer", "lean", "kafka", "kafka-fsync")),
+            _ratio(m.get("friendly", nan), m.get("kafka", nan)),
+            _ratio(m.get("producer", nan), m.get("kafka", nan)),
+            _ratio(m.get("producer", nan), m.get("kafka-fsync", nan)),
+            _ratio(best, m.get("lean", nan)),
+            f"{s.get('lean', nan):.2f} / {s.get('kafka', nan):.2f}",
+            f"{c.get('friendly', nan):.2f} / {c.get('kafka', nan):.2f}",
+        ])  # fmt: skip
+    groups = [r["row"].replace(", ", "\n", 1) for r in rows]
+    series = {
+        name: [r["msgs_per_s"].get(k, nan) for r in rows]
+        for name, k in (("hqueue friendly", "friendly"), ("hqueue Producer", "producer"),
+                        ("hqueue lean", "lean"), ("Kafka", "kafka"),
+                        ("Kafka flush.messages=1", "kafka-fsync"))
+    }  # fmt: skip
+    chart = charts.bars(
+        ctx.chart("kafka"), "Messages/s: hqueue vs. Apache Kafka 3.9.1 (confluent-kafka)",
+        groups, series, "messages/s",
+        note=f"100 B messages, 1000 per call; median of {ctx.runs} runs",
+    )  # fmt: skip
+    summary = (
+        "Messages per second, medians of interleaved runs. 'friendly': `hqueue.Connection"
+        "(...).queue(q)` (`put_many`, `scan`); 'friendly Producer': `hqueue.Producer` with "
+        f"{PRODUCER_WINDOW} calls in flight; 'lean': pre-encoded requests, replies counted "
+        "(the server's limit). Kafka: confluent-kafka `produce`/`consume`, acked from the "
+        "page cache by default, fsynced per append with `flush.messages=1` (hqueue always "
+        "fsyncs before the ack). 'friendly / lean' uses the faster friendly client. CPU per "
+        "message: the server process (all threads) and the client process."
+    )
+    verdicts = []
+    for row in rows:
+        m = row["msgs_per_s"]
+        best = max(m.get("friendly", nan), m.get("producer", 0.0))
+        verdicts.append(f"{row['row']}: {_ratio(best, m.get('kafka', nan))} of Kafka")
+    return Result(data={"rows": rows, "read_total": read_total,
+                        "kafka_version": kafka_local.KAFKA_VERSION,
+                        "kafka_producer": KAFKA_PRODUCER, "kafka_consumer": KAFKA_CONSUMER},
+                  table=table, summary=summary, charts=[chart.name],
+                  verdict="; ".join(verdicts))  # fmt: skip
