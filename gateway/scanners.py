@@ -8,6 +8,7 @@ partitions (newest first when reversed), ties broken by partition id.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import logging
@@ -125,25 +126,39 @@ class PartitionCursor:
 
     def take_run(
         self, bound: tuple[int, ...] | None, reverse: bool, n: int, max_bytes: int
-    ) -> list[Row]:
+    ) -> tuple[list[Row], int]:
         """The buffered rows that sort before ``bound`` (another partition's head, as
-        :meth:`Scanner._order` makes it), at most ``n``, stopping once their bodies reach
-        ``max_bytes``; at least the head, which the caller knows sorts first."""
+        :meth:`Scanner._order` makes it), at most ``n``, fewer once their bodies reach
+        ``max_bytes``; at least the head, which the caller knows sorts first. Returns them
+        and (at least) their body bytes."""
         buf = self._buffer
+        limit = min(n, len(buf))
         p = self.partition
-        rows: list[Row] = []
-        append = rows.append
+        if bound is not None and limit > 1:
+            # the buffer is sorted: find where the run ends by bisection, not row by row
+            if reverse:
+                k = bisect.bisect_left(buf, bound, 1, limit, key=lambda r: (-r[0], -r[1], -p))
+            else:
+                k = bisect.bisect_left(buf, bound, 1, limit, key=lambda r: (r[0], r[1], p))
+            limit = max(1, k)
+        if self._bytes <= max_bytes:  # the usual case: no need to count bytes row by row
+            if limit == len(buf):
+                rows = list(buf)
+                buf.clear()
+                size, self._bytes = self._bytes, 0
+                return rows, size
+            rows = [buf.popleft() for _ in range(limit)]
+            size = -(-self._bytes * limit // (limit + len(buf)))  # its share, rounded up
+            self._bytes -= size
+            return rows, size
+        rows = []
         size = 0
-        while buf and len(rows) < n and size < max_bytes:
-            row = buf[0]
-            if bound is not None and rows:
-                key = (-row[0], -row[1], -p) if reverse else (row[0], row[1], p)
-                if key >= bound:
-                    break
-            append(buf.popleft())
+        while buf and len(rows) < limit and size < max_bytes:
+            row = buf.popleft()
+            rows.append(row)
             size += len(row[2]) + len(row[3])
         self._bytes = max(0, self._bytes - size)
-        return rows
+        return rows, size
 
     def head(self) -> Row:
         return self._buffer[0]
@@ -229,11 +244,11 @@ class Scanner:
             cursor = self.cursors[index]
             # Partitions are mostly written in runs (a put is one partition's batch): take the
             # whole run that sorts before the next partition's head, not one row per heap step.
-            run = cursor.take_run(heap[0] if heap else None, reverse, n - len(rows),
-                                  max_bytes - size)  # fmt: skip
+            run, run_bytes = cursor.take_run(heap[0] if heap else None, reverse,
+                                             n - len(rows), max_bytes - size)  # fmt: skip
             partitions += itertools.repeat(cursor.partition, len(run))
             rows += run
-            size += sum(len(row[3]) + len(row[2]) for row in run)
+            size += run_bytes
             if not cursor.peek_ready():
                 cursor.fill(self.store, meta, per_cursor)
             if cursor.peek_ready():
