@@ -24,3 +24,11 @@ def encode_mutate_rows(
 def decode_rows_reply(
     message: bytes | bytearray | memoryview, prefix_len: int
 ) -> tuple[list[tuple[int, int, bytes, bytes]], int] | None: ...
+def merge_rows(
+    buffers: list[list[tuple[int, int, bytes, bytes]]],
+    more: list[bool],
+    partitions: list[int],
+    n: int,
+    max_bytes: int,
+    reverse: bool,
+) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], int]: ...

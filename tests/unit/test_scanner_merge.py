@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway import rowkey
+from gateway import rowkey, scanners
 from gateway.scanners import Scanner, ScanSpec
 from gateway.store.base import QueueMeta, ScanResult
 
@@ -19,9 +19,10 @@ META = QueueMeta(name="q", partitions=4, ttl_seconds=2**31 - 1)  # nothing expir
 class RowStore:
     """The two store calls a scanner makes, over rows held in memory."""
 
-    def __init__(self, rows: dict[int, list[tuple[int, int, bytes, bytes]]]) -> None:
+    def __init__(self, rows: dict[int, list[Any]], as_lists: bool = False) -> None:
         self.keys = {p: [rowkey.encode(p, r[0], r[1]) for r in rs] for p, rs in rows.items()}
-        self.rows = rows
+        # as_lists: rows that are not tuples, which the C merge refuses (the Python one runs)
+        self.rows = {p: [list(r) for r in rs] for p, rs in rows.items()} if as_lists else rows
 
     def get_queue(self, name: str) -> QueueMeta:
         return META
@@ -55,25 +56,31 @@ def layouts(draw: Any) -> dict[int, list[tuple[int, int, bytes, bytes]]]:
     return {p: partition_rows(draw, p) for p in range(draw(st.integers(2, 4)))}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(layouts(), st.booleans(), st.integers(1, 30), st.integers(1, 25),
-       st.sampled_from([10**9, 40]), st.booleans())  # fmt: skip
+       st.sampled_from([10**9, 40]), st.booleans(),
+       st.sampled_from(["c", "heap", "lists"]))  # fmt: skip
 def test_merged_scans_match_a_sort(
     layout: dict[int, list[Any]], reverse: bool, caching: int, n: int, max_bytes: int,
-    filtered: bool,
+    filtered: bool, mode: str,
 ) -> None:  # fmt: skip
     topics = frozenset([b"t0"]) if filtered else None
     spec = ScanSpec(start=None, stop=None, topics=topics, reverse=reverse, caching=caching)
-    scanner = Scanner(RowStore(layout), META, sorted(layout), spec)  # type: ignore[arg-type]
+    store = RowStore(layout, as_lists=mode == "lists")
+    scanner = Scanner(store, META, sorted(layout), spec)  # type: ignore[arg-type]
     got: list[tuple[int, tuple[Any, ...]]] = []
-    while True:
-        batch = scanner.next_rows(n, max_bytes)
-        if not batch.rows:
-            break
-        assert len(batch.rows) <= n
-        parts = batch.partitions
-        assert isinstance(parts, list) and len(parts) == len(batch.rows)
-        got += list(zip(parts, batch.rows, strict=True))
+    scanners.MERGE_IN_C_UP_TO = 0 if mode == "heap" else 64  # "heap": the Python merge
+    try:
+        while True:
+            batch = scanner.next_rows(n, max_bytes)
+            if not batch.rows:
+                break
+            assert len(batch.rows) <= n
+            parts = batch.partitions
+            assert isinstance(parts, list) and len(parts) == len(batch.rows)
+            got += [(p, tuple(r)) for p, r in zip(parts, batch.rows, strict=True)]
+    finally:
+        scanners.MERGE_IN_C_UP_TO = 64
     want = [(p, r) for p, rs in layout.items() for r in rs if topics is None or r[2] in topics]
     want.sort(key=lambda x: (x[1][0], x[1][1], x[0]), reverse=reverse)
     assert got == want
