@@ -1157,6 +1157,128 @@ done:
     return result;
 }
 
+/* ---- the embedded store's scan loop ----------------------------------------------------- */
+
+/* scan_cells(items, lower, upper, topics, limit, budget, rows) -> (status, key, size, budget)
+ * Steps ``items`` (an iterator of (row key, cell) pairs from RocksDB, cell = one byte topic
+ * length + topic + value) and appends (timestamp, sequence, topic, value) to ``rows`` for
+ * every key in [lower, upper) whose topic is in ``topics`` (None: all), as
+ * EmbeddedStore.scan's loop did in Python (a third of a microsecond per row). status:
+ *   0 the iterator ended; 1 a key out of [lower, upper) (the range ended);
+ *   2 rows reached ``limit`` (key: the last row's); 3 ``budget`` rows examined (key: the last
+ *   examined). size: the cell bytes of the rows appended; budget: what is left of it. */
+static int bytes_cmp(PyObject *a, PyObject *b)
+{
+    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(la < lb ? la : lb));
+    if (c)
+        return c;
+    return la < lb ? -1 : la > lb;
+}
+
+static PyObject *scan_cells(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *items, *lower, *upper, *topics, *rows;
+    Py_ssize_t limit, budget;
+    if (!PyArg_ParseTuple(args, "OSSOnnO!", &items, &lower, &upper, &topics, &limit, &budget,
+                          &PyList_Type, &rows))
+        return NULL;
+    if (topics != Py_None && !PyAnySet_Check(topics)) {
+        PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
+        return NULL;
+    }
+    PyObject *last_topic = NULL, *key = NULL, *item;
+    Py_ssize_t size = 0;
+    int status = 0;
+    while ((item = PyIter_Next(items)) != NULL) {
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            Py_DECREF(item);
+            PyErr_SetString(PyExc_TypeError, "items must yield (bytes, bytes) pairs");
+            goto error;
+        }
+        Py_XSETREF(key, PyTuple_GET_ITEM(item, 0));
+        Py_INCREF(key);
+        PyObject *cell = PyTuple_GET_ITEM(item, 1);
+        if (bytes_cmp(key, lower) < 0 || bytes_cmp(key, upper) >= 0) {
+            Py_DECREF(item);
+            status = 1;
+            break;
+        }
+        const uint8_t *c = (const uint8_t *)PyBytes_AS_STRING(cell);
+        Py_ssize_t cl = PyBytes_GET_SIZE(cell);
+        if (cl < 1 || 1 + (Py_ssize_t)c[0] > cl || PyBytes_GET_SIZE(key) != 12) {
+            Py_DECREF(item);
+            PyErr_SetString(PyExc_ValueError, "a stored row key or cell is malformed");
+            goto error;
+        }
+        Py_ssize_t tl = c[0];
+        PyObject *topic;
+        if (last_topic && PyBytes_GET_SIZE(last_topic) == tl &&
+            memcmp(PyBytes_AS_STRING(last_topic), c + 1, (size_t)tl) == 0) {
+            topic = last_topic;
+            Py_INCREF(topic);
+        } else {
+            topic = PyBytes_FromStringAndSize((const char *)c + 1, tl);
+            if (!topic) {
+                Py_DECREF(item);
+                goto error;
+            }
+            Py_XSETREF(last_topic, topic);
+            Py_INCREF(topic);
+        }
+        int wanted = 1;
+        if (topics != Py_None) {
+            wanted = PySet_Contains(topics, topic);
+            if (wanted < 0) {
+                Py_DECREF(topic);
+                Py_DECREF(item);
+                goto error;
+            }
+        }
+        if (wanted) {
+            const uint8_t *k = (const uint8_t *)PyBytes_AS_STRING(key);
+            uint64_t ts = 0;
+            for (int i = 2; i < 10; i++)
+                ts = (ts << 8) | k[i];
+            int seq = (int16_t)((k[10] << 8) | k[11]);
+            PyObject *row = Py_BuildValue("(LiNy#)", (long long)ts, seq, topic,
+                                          (const char *)c + 1 + tl, (Py_ssize_t)(cl - 1 - tl));
+            topic = NULL; /* the row owns it now (or it was freed with the failed row) */
+            if (!row || PyList_Append(rows, row) < 0) {
+                Py_XDECREF(row);
+                Py_DECREF(item);
+                goto error;
+            }
+            Py_DECREF(row);
+            size += cl;
+            if (PyList_GET_SIZE(rows) >= limit) {
+                Py_DECREF(item);
+                status = 2;
+                break;
+            }
+        } else {
+            Py_DECREF(topic);
+        }
+        Py_DECREF(item);
+        if (--budget <= 0) {
+            status = 3;
+            break;
+        }
+    }
+    if (PyErr_Occurred())
+        goto error;
+    PyObject *result = Py_BuildValue("(iOnn)", status, key ? key : Py_None, size, budget);
+    Py_XDECREF(key);
+    Py_XDECREF(last_topic);
+    return result;
+error:
+    Py_XDECREF(key);
+    Py_XDECREF(last_topic);
+    return NULL;
+}
+
 /* ---- merged scans: the k-way merge of partitions' buffered rows ----------------------- */
 
 /* merge_rows(buffers, more, partitions, n, max_bytes, reverse)
@@ -1324,6 +1446,8 @@ static PyMethodDef methods[] = {
      "encode_mutate_rows(table, prefix, keys, topics, values) -> bytes"},
     {"consecutive_keys", consecutive_keys, METH_VARARGS,
      "consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]"},
+    {"scan_cells", scan_cells, METH_VARARGS,
+     "scan_cells(items, lower, upper, topics, limit, budget, rows) -> (status, key, size, budget)"},
     {"merge_rows", merge_rows, METH_VARARGS,
      "merge_rows(buffers, more, partitions, n, max_bytes, reverse) -> (rows, parts, taken, size)"},
     {"extract_put", extract_put, METH_VARARGS,

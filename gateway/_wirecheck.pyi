@@ -1,5 +1,7 @@
 """Type stubs for the C extension gateway/_wirecheck.c."""
 
+from typing import Any
+
 def scan(
     buffer: bytes | bytearray | memoryview,
     compact: bool,
@@ -32,3 +34,12 @@ def merge_rows(
     max_bytes: int,
     reverse: bool,
 ) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], int]: ...
+def scan_cells(
+    items: Any,
+    lower: bytes,
+    upper: bytes,
+    topics: frozenset[bytes] | set[bytes] | None,
+    limit: int,
+    budget: int,
+    rows: list[tuple[int, int, bytes, bytes]],
+) -> tuple[int, bytes | None, int, int]: ...
