@@ -346,12 +346,13 @@ class Queue:
         self, partition: int | None, topics: Any, values: Sequence[Any], base: int
     ) -> int:
         ch = fastpath.channel(self.connection)
+        pid = -1 if partition is None else partition
+        # encoded (and checked) here on both paths, so errors name the same arguments
+        request = codec.encode_put_lists(0, self.name, pid, topics, values, base)
         if ch is None:
             one = isinstance(topics, (bytes, str))
             pairs = [(topics if one else topics[i], v) for i, v in enumerate(values)]
             return self._put_batch(partition, pairs, base)
-        pid = -1 if partition is None else partition
-        request = codec.encode_put_lists(0, self.name, pid, topics, values, base)
         method = "putMessages" if partition is None else "putMessagesWithPid"
         fastpath.call(self.connection, ch, method, request, fastpath.void_reply)
         return len(values)
