@@ -409,6 +409,112 @@ def _kafka_fill(server: bg.Server, topic: str, total: int) -> None:
         raise RuntimeError(f"kafka: messages left unsent filling {topic}")
 
 
+# -- end-to-end latency at a fixed rate --------------------------------------------------------
+
+LATENCY_RATE = 10_000  # messages/s, in batches every 5 ms (as loadtests.bench_push does)
+
+
+def _latency_consumer(port: int, topic: str, conn: Any) -> None:
+    """Records (message number, time.time_ns() when consume() handed it over)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    try:
+        group = f"lat-{os.getpid()}-{time.time_ns()}"
+        c = Consumer({"bootstrap.servers": f"{HOST}:{port}", "group.id": group, **KAFKA_CONSUMER})
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        c.consume(1, 1.0)  # connected and fetching before the producer starts
+        conn.send(("ready", None))
+        seen: list[tuple[int, int]] = []
+        quiet_until = None
+        while not (quiet_until and time.monotonic() > quiet_until):
+            # poll(): each message as soon as it is there (consume(1000, t) would wait up to t
+            # for 1000 of them, which is latency the harness added, not Kafka)
+            m = c.poll(0.05)
+            if m is not None and m.error() is None:
+                seen.append((int((m.value() or b"-1")[:12]), time.time_ns()))
+            if conn.poll():
+                conn.recv()  # the producer is done: drain for a second more
+                quiet_until = time.monotonic() + 1.0
+        c.close()
+        conn.send(("ok", seen))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+
+
+def kafka_latency(kafka: bg.Server, rate: int, seconds: float) -> dict[str, Any]:
+    """Produce at ``rate`` (a batch every 5 ms) for ``seconds``; latency from each produce()
+    call to a consumer in another process getting the message (both wall clocks)."""
+    from confluent_kafka import Producer
+
+    topic = f"latency-{time.time_ns()}"
+    kafka_local.create_topic(kafka, topic, 1, {})
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_latency_consumer, args=(kafka.port, topic, child), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(READY_TIMEOUT) or parent.recv()[0] != "ready":
+            raise RuntimeError("the latency consumer did not start")
+        # linger.ms=1: a 5 ms batch goes out about at once, as hqueue's putMessages call does
+        # (the throughput rows' 5 ms would add up to 5 ms to every message; 0 sends a request
+        # per message, which queued for hundreds of ms on a loaded machine)
+        p = Producer({"bootstrap.servers": f"{HOST}:{kafka.port}", **KAFKA_PRODUCER,
+                      "linger.ms": 1})  # fmt: skip
+        tick, per_call = 0.005, max(1, round(rate * 0.005))
+        pad = b"x" * (VALUE_BYTES - 12)
+        sent: dict[int, int] = {}
+        n, start = 0, time.monotonic()
+        next_at = start
+        while time.monotonic() - start < seconds:
+            for i in range(per_call):
+                sent[n + i] = time.time_ns()
+                p.produce(topic, b"%012d" % (n + i) + pad)
+            p.poll(0)
+            n += per_call
+            next_at += tick
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        p.flush(30)
+        parent.send("done")
+        if not parent.poll(120):
+            raise RuntimeError("the latency consumer did not report")
+        status, seen = parent.recv()
+        if status != "ok":
+            raise RuntimeError(f"the latency consumer failed:\n{seen}")
+    finally:
+        bg.reap([proc], [parent], grace=10)
+        _kafka_delete(kafka, topic)
+    lat = sorted((at - sent[k]) / 1e6 for k, at in seen if k in sent)
+    if not lat:
+        raise RuntimeError("no message reached the latency consumer")
+    return {
+        "messages": n,
+        "delivered": len(lat),
+        "p50_ms": bg.percentile(lat, 0.5),
+        "p99_ms": bg.percentile(lat, 0.99),
+    }
+
+
+def hqueue_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
+    """loadtests.bench_push's put-to-push latency (its own gateway and subscriber)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from loadtests import bench_push as bp
+
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-lat-", dir=ctx.workdir))
+    gw, port = bp.start_gateway(workdir)
+    try:
+        return bp.latency(workdir, port, rate, seconds)
+    finally:
+        gw.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 # -- the section -----------------------------------------------------------------------------
 
 
@@ -478,7 +584,15 @@ def run(ctx: Context) -> Result:
                 results.setdefault(label, {}).setdefault(side, []).append(got)
                 ctx.say(f"  run {r + 1}/{ctx.runs} {label} {side}: "
                         f"{fmt_num(got['msgs_per_s'])} msgs/s")  # fmt: skip
-    return _report(ctx, results, read_total)
+    seconds = 3.0 if ctx.quick else 5.0
+    latency: dict[str, list[dict[str, Any]]] = {"hqueue": [], "kafka": []}
+    for r in range(ctx.runs):
+        latency["hqueue"].append(hqueue_latency(ctx, LATENCY_RATE, seconds))
+        latency["kafka"].append(kafka_latency(kafka, LATENCY_RATE, seconds))
+        ctx.say(f"  run {r + 1}/{ctx.runs} p99 at {LATENCY_RATE:,} msg/s: hqueue put->push "
+                f"{latency['hqueue'][-1]['from_call_p99_ms']:.2f} ms (from the call), Kafka "
+                f"produce->consume {latency['kafka'][-1]['p99_ms']:.2f} ms")  # fmt: skip
+    return _report(ctx, results, read_total, latency)
 
 
 def _kafka_delete(server: bg.Server, topic: str) -> None:
@@ -491,7 +605,9 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}" if a == a and b == b and b else "-"
 
 
-def _report(ctx: Context, results: dict[str, Any], read_total: int) -> Result:
+def _report(
+    ctx: Context, results: dict[str, Any], read_total: int, latency: dict[str, list[Any]]
+) -> Result:
     rows = []
     for label, sides in results.items():
         med = {s: median(runs, "msgs_per_s") for s, runs in sides.items()}
@@ -518,6 +634,14 @@ def _report(ctx: Context, results: dict[str, Any], read_total: int) -> Result:
             f"{s.get('lean', nan):.2f} / {s.get('kafka', nan):.2f}",
             f"{c.get('friendly', nan):.2f} / {c.get('kafka', nan):.2f}",
         ])  # fmt: skip
+    hq_p99 = median(latency["hqueue"], "from_call_p99_ms")
+    hq_ack_p99 = median(latency["hqueue"], "p99_ms")
+    kafka_p99 = median(latency["kafka"], "p99_ms")
+    table.append([
+        f"end-to-end p99 ms at {LATENCY_RATE // 1000}k msg/s (lower is better)",
+        f"{hq_p99:.2f}", "-", "-", f"{kafka_p99:.2f}", "-",
+        _ratio(hq_p99, kafka_p99), "-", "-", "-", "-", "-",
+    ])  # fmt: skip
     groups = [r["row"].replace(", ", "\n", 1) for r in rows]
     series = {
         name: [r["msgs_per_s"].get(k, nan) for r in rows]
@@ -544,7 +668,14 @@ def _report(ctx: Context, results: dict[str, Any], read_total: int) -> Result:
         m = row["msgs_per_s"]
         best = max(m.get("friendly", nan), m.get("producer", 0.0))
         verdicts.append(f"{row['row']}: {_ratio(best, m.get('kafka', nan))} of Kafka")
-    return Result(data={"rows": rows, "read_total": read_total,
+    summary += (
+        f" The last row: p99 from a put call starting (hqueue: `putMessages` of 50 messages "
+        f"every 5 ms, to a push subscriber's listener, as the `push` section measures it; "
+        f"{hq_ack_p99:.2f} ms counted from the put's answer) or from `produce()` (Kafka: to "
+        f"`consume()` in another process) at {LATENCY_RATE:,} msg/s."
+    )
+    verdicts.append(f"p99 at {LATENCY_RATE // 1000}k msg/s: {hq_p99:.2f} ms vs {kafka_p99:.2f} ms")
+    return Result(data={"rows": rows, "read_total": read_total, "latency": latency,
                         "kafka_version": kafka_local.KAFKA_VERSION,
                         "kafka_producer": KAFKA_PRODUCER, "kafka_consumer": KAFKA_CONSUMER},
                   table=table, summary=summary, charts=[chart.name],
