@@ -88,6 +88,8 @@ static int varint(Ctx *c, int64_t *at, int max_bytes, uint64_t *out)
         if (*at + i >= c->len)
             return more(c, *at + i + 1);
         uint8_t b = c->buf[*at + i];
+        if (shift == 63 && b > 1) /* bits past the 64th: thriftpy2 would decode >= 2^64 */
+            return bad(c, "varint over 64 bits (byte 0x%llx)", b);
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
             *at += i + 1;
@@ -97,6 +99,24 @@ static int varint(Ctx *c, int64_t *at, int max_bytes, uint64_t *out)
         shift += 7;
     }
     return bad(c, "varint longer than %lld bytes", max_bytes);
+}
+
+/* A zigzag varint's raw value must fit its type: thriftpy2's pure-Python compact decoder turns
+ * any varint into a Python int, so an i32 could arrive as 2^34 and an i16 partition id as 70000,
+ * and be used (or stored) as such. */
+static int varint_within(Ctx *c, int64_t *at, int max_bytes, uint64_t max, const char *what)
+{
+    uint64_t v;
+    int r = varint(c, at, max_bytes, &v);
+    if (r != OK)
+        return r;
+    if (v > max) {
+        PyOS_snprintf(c->message, sizeof c->message, "%s varint 0x%llx is out of range", what,
+                      (unsigned long long)v);
+        c->error = c->message;
+        return BAD;
+    }
+    return OK;
 }
 
 static int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
@@ -272,9 +292,9 @@ static int compact_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
             p += 1; /* a bool element is a byte; a bool field carries it in its type */
         break;
     case 3: p += 1; break;
-    case 4: if ((r = varint(c, &p, 3, &v)) != OK) return r; break;
-    case 5: if ((r = varint(c, &p, 5, &v)) != OK) return r; break;
-    case 6: if ((r = varint(c, &p, 10, &v)) != OK) return r; break;
+    case 4: if ((r = varint_within(c, &p, 3, 0xffffu, "i16")) != OK) return r; break;
+    case 5: if ((r = varint_within(c, &p, 5, 0xffffffffu, "i32")) != OK) return r; break;
+    case 6: if ((r = varint_within(c, &p, 10, UINT64_MAX, "i64")) != OK) return r; break;
     case 7: p += 8; break;
     case 8:
         if ((r = varint(c, &p, 5, &v)) != OK)
@@ -352,7 +372,7 @@ static int compact_header(Ctx *c, State *s)
     if ((c->buf[1] & 0x1f) != 1)
         return bad(c, "bad compact protocol version %lld", c->buf[1] & 0x1f);
     p = 2;
-    if ((r = varint(c, &p, 5, &v)) != OK) /* seqid */
+    if ((r = varint_within(c, &p, 5, 0xffffffffu, "seqid")) != OK)
         return r;
     if ((r = varint(c, &p, 5, &v)) != OK) /* name length */
         return r;
@@ -373,8 +393,7 @@ static int compact_field(Ctx *c, int64_t *at, uint8_t *type)
         return STOP;
     int64_t p = *at + 1;
     if ((b >> 4) == 0) { /* long form: a zigzag varint field id follows */
-        uint64_t v;
-        int r = varint(c, &p, 3, &v);
+        int r = varint_within(c, &p, 3, 0xffffu, "field id");
         if (r != OK)
             return r;
     }
@@ -1159,14 +1178,15 @@ done:
 
 /* ---- the embedded store's scan loop ----------------------------------------------------- */
 
-/* scan_cells(items, lower, upper, topics, limit, budget, rows) -> (status, key, size, budget)
+/* scan_cells(items, lower, upper, topics, limit, budget, rows, max_bytes)
+ *   -> (status, key, size, budget)
  * Steps ``items`` (an iterator of (row key, cell) pairs from RocksDB, cell = one byte topic
  * length + topic + value) and appends (timestamp, sequence, topic, value) to ``rows`` for
  * every key in [lower, upper) whose topic is in ``topics`` (None: all), as
  * EmbeddedStore.scan's loop did in Python (a third of a microsecond per row). status:
  *   0 the iterator ended; 1 a key out of [lower, upper) (the range ended);
- *   2 rows reached ``limit`` (key: the last row's); 3 ``budget`` rows examined (key: the last
- *   examined). size: the cell bytes of the rows appended; budget: what is left of it. */
+ *   2 rows reached ``limit``, or the cells appended ``max_bytes`` (key: the last row's);
+ *   3 ``budget`` rows examined (key: the last examined). size: the cell bytes of the rows appended; budget: what is left of it. */
 static int bytes_cmp(PyObject *a, PyObject *b)
 {
     Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
@@ -1180,9 +1200,9 @@ static PyObject *scan_cells(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *items, *lower, *upper, *topics, *rows;
-    Py_ssize_t limit, budget;
-    if (!PyArg_ParseTuple(args, "OSSOnnO!", &items, &lower, &upper, &topics, &limit, &budget,
-                          &PyList_Type, &rows))
+    Py_ssize_t limit, budget, max_bytes;
+    if (!PyArg_ParseTuple(args, "OSSOnnO!n", &items, &lower, &upper, &topics, &limit, &budget,
+                          &PyList_Type, &rows, &max_bytes))
         return NULL;
     if (topics != Py_None && !PyAnySet_Check(topics)) {
         PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
@@ -1253,7 +1273,7 @@ static PyObject *scan_cells(PyObject *self, PyObject *args)
             }
             Py_DECREF(row);
             size += cl;
-            if (PyList_GET_SIZE(rows) >= limit) {
+            if (PyList_GET_SIZE(rows) >= limit || size >= max_bytes) {
                 Py_DECREF(item);
                 status = 2;
                 break;
@@ -1282,13 +1302,14 @@ error:
 /* ---- merged scans: the k-way merge of partitions' buffered rows ----------------------- */
 
 /* merge_rows(buffers, more, partitions, n, max_bytes, reverse)
- *   -> (rows, parts, taken, size)
+ *   -> (rows, parts, taken, taken_bytes, size)
  * buffers: one list of rows (timestamp, sequence, topic, value) per partition, each in scan
  * order; more[i]: whether partition i may have rows beyond its buffer; partitions[i] its id.
  * Merges in (timestamp, sequence, partition) order (all three reversed with ``reverse``) until
  * n rows, until their topic and value bytes reach max_bytes, or until a buffer that may have
  * more runs dry (its next rows are unknown: the caller refills it and calls again). taken[i]
- * says how many rows of buffers[i] were used; size their bytes. The gateway's scanners
+ * says how many rows of buffers[i] were used, taken_bytes[i] their topic and value bytes,
+ * size those of all. The gateway's scanners
  * interleave partitions message by message when a producer writes several within one
  * millisecond: a heap step per message in Python cost about a microsecond. */
 
@@ -1363,8 +1384,10 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
     }
     MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * (size_t)(k ? k : 1));
     Py_ssize_t *at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
-    PyObject *rows = PyList_New(0), *parts = PyList_New(0), *taken = NULL, *result = NULL;
-    if (!heap || !at || !rows || !parts) {
+    Py_ssize_t *bytes_at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
+    PyObject *rows = PyList_New(0), *parts = PyList_New(0), *taken = NULL, *taken_bytes = NULL;
+    PyObject *result = NULL;
+    if (!heap || !at || !bytes_at || !rows || !parts) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1399,6 +1422,7 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
         if (tl < 0 || vl < 0)
             goto done;
         size += tl + vl;
+        bytes_at[c] += tl + vl;
         count++;
         at[c]++;
         if (at[c] < PyList_GET_SIZE(buf)) {
@@ -1416,21 +1440,28 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
         merge_sift_down(heap, h, 0, reverse);
     }
     taken = PyList_New(k);
-    if (!taken)
+    taken_bytes = PyList_New(k);
+    if (!taken || !taken_bytes)
         goto done;
     for (Py_ssize_t c = 0; c < k; c++) {
         PyObject *v = PyLong_FromSsize_t(at[c]);
         if (!v)
             goto done;
         PyList_SET_ITEM(taken, c, v);
+        v = PyLong_FromSsize_t(bytes_at[c]);
+        if (!v)
+            goto done;
+        PyList_SET_ITEM(taken_bytes, c, v);
     }
-    result = Py_BuildValue("(OOOn)", rows, parts, taken, size);
+    result = Py_BuildValue("(OOOOn)", rows, parts, taken, taken_bytes, size);
 done:
     PyMem_Free(heap);
     PyMem_Free(at);
+    PyMem_Free(bytes_at);
     Py_XDECREF(rows);
     Py_XDECREF(parts);
     Py_XDECREF(taken);
+    Py_XDECREF(taken_bytes);
     return result;
 }
 
@@ -1447,9 +1478,11 @@ static PyMethodDef methods[] = {
     {"consecutive_keys", consecutive_keys, METH_VARARGS,
      "consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]"},
     {"scan_cells", scan_cells, METH_VARARGS,
-     "scan_cells(items, lower, upper, topics, limit, budget, rows) -> (status, key, size, budget)"},
+     "scan_cells(items, lower, upper, topics, limit, budget, rows, max_bytes) -> "
+     "(status, key, size, budget)"},
     {"merge_rows", merge_rows, METH_VARARGS,
-     "merge_rows(buffers, more, partitions, n, max_bytes, reverse) -> (rows, parts, taken, size)"},
+     "merge_rows(buffers, more, partitions, n, max_bytes, reverse) -> "
+     "(rows, parts, taken, taken_bytes, size)"},
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},

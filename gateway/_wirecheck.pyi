@@ -33,7 +33,7 @@ def merge_rows(
     n: int,
     max_bytes: int,
     reverse: bool,
-) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], int]: ...
+) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], list[int], int]: ...
 def scan_cells(
     items: Any,
     lower: bytes,
@@ -42,4 +42,5 @@ def scan_cells(
     limit: int,
     budget: int,
     rows: list[tuple[int, int, bytes, bytes]],
+    max_bytes: int,
 ) -> tuple[int, bytes | None, int, int]: ...

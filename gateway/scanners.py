@@ -8,10 +8,9 @@ partitions (newest first when reversed), ties broken by partition id.
 
 from __future__ import annotations
 
-import bisect
 import heapq
-import itertools
 import logging
+import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from typing import Any, NamedTuple
 
 import gevent
 
-from . import rowkey
+from . import peer, rowkey
 from ._wirecheck import merge_rows
 from .errors import InvalidArgument, Overloaded
 from .ids import wall_clock_ms
@@ -78,11 +77,17 @@ class PartitionCursor:
     def peek_ready(self) -> bool:
         return bool(self._buffer)
 
-    def fill(self, store: PartitionStore, meta: QueueMeta, want: int) -> None:
-        """Reads until at least ``want`` rows are buffered or the range is exhausted."""
+    def exhausted(self) -> bool:
+        return self._done and not self._buffer
+
+    def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
+        """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
+        values, are buffered, or the range is exhausted. The byte bound keeps what a reply
+        reads ahead within the reply cap: 160 bodies of 1 MiB asked for at once were all read
+        (and the ones past the 16 MiB reply held in the scanner afterwards)."""
         cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
         limit = max(want, self.chunk)
-        while len(self._buffer) < want and not self._done:
+        while len(self._buffer) < want and self._bytes < max_bytes and not self._done:
             lower = max(self._lower, cutoff)
             result = store.scan(
                 meta,
@@ -92,6 +97,7 @@ class PartitionCursor:
                 reverse=self.spec.reverse,
                 topics=self.spec.topics,
                 limit=limit - len(self._buffer),
+                max_bytes=max_bytes - self._bytes,
             )
             self._buffer.extend(result.rows)
             self._bytes += result.size
@@ -101,76 +107,42 @@ class PartitionCursor:
                 self._upper = result.resume_after
             else:
                 self._lower = result.resume_after + b"\x00"  # keys are fixed-length
-            if not self._done and len(self._buffer) < want:
+            if not self._done and len(self._buffer) < want and self._bytes < max_bytes:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
     def take(self, n: int, max_bytes: int) -> list[Row]:
         """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
         buf = self._buffer
-        if self._bytes > max_bytes:  # rare: count row by row
-            rows: list[Row] = []
-            size = 0
-            while buf and len(rows) < n and size < max_bytes:
-                row = buf.popleft()
-                size += len(row[2]) + len(row[3])
-                rows.append(row)
-            self._bytes = max(0, self._bytes - size)
-            return rows
-        if n >= len(buf):
+        if n >= len(buf) and self._bytes <= max_bytes:
             rows = list(buf)
             buf.clear()
             self._bytes = 0
             return rows
-        return [buf.popleft() for _ in range(n)]  # what is left keeps the (upper) bound
-
-    def pop(self) -> Row:
-        return self._buffer.popleft()
-
-    def take_run(
-        self, bound: tuple[int, ...] | None, reverse: bool, n: int, max_bytes: int
-    ) -> tuple[list[Row], int]:
-        """The buffered rows that sort before ``bound`` (another partition's head, as
-        :meth:`Scanner._order` makes it), at most ``n``, fewer once their bodies reach
-        ``max_bytes``; at least the head, which the caller knows sorts first. Returns them
-        and (at least) their body bytes."""
-        buf = self._buffer
-        limit = min(n, len(buf))
-        p = self.partition
-        if bound is not None and limit > 1:
-            # the buffer is sorted: find where the run ends by bisection, not row by row
-            if reverse:
-                k = bisect.bisect_left(buf, bound, 1, limit, key=lambda r: (-r[0], -r[1], -p))
-            else:
-                k = bisect.bisect_left(buf, bound, 1, limit, key=lambda r: (r[0], r[1], p))
-            limit = max(1, k)
-        if self._bytes <= max_bytes:  # the usual case: no need to count bytes row by row
-            if limit == len(buf):
-                rows = list(buf)
-                buf.clear()
-                size, self._bytes = self._bytes, 0
-                return rows, size
-            rows = [buf.popleft() for _ in range(limit)]
-            size = -(-self._bytes * limit // (limit + len(buf)))  # its share, rounded up
-            self._bytes -= size
-            return rows, size
+        # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
+        # stops reading ahead on it.
         rows = []
         size = 0
-        while buf and len(rows) < limit and size < max_bytes:
+        while buf and len(rows) < n and size < max_bytes:
             row = buf.popleft()
-            rows.append(row)
             size += len(row[2]) + len(row[3])
-        self._bytes = max(0, self._bytes - size)
-        return rows, size
+            rows.append(row)
+        self._bytes = max(0, self._bytes - size) if buf else 0
+        return rows
 
-    def drop(self, snapshot: list[Row], k: int) -> None:
-        """Forgets the first ``k`` rows; ``snapshot`` is ``list()`` of the buffer as it is."""
-        total = len(snapshot)
-        if k >= total:
+    def pop(self) -> Row:
+        row = self._buffer.popleft()
+        self._bytes = max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0
+        return row
+
+    def drop(self, snapshot: list[Row], k: int, body_bytes: int) -> None:
+        """Forgets the first ``k`` rows (``snapshot`` is ``list()`` of the buffer as it is),
+        whose topics and values hold ``body_bytes``: ``_bytes`` stays an upper bound."""
+        if k >= len(snapshot):
             self._buffer.clear()
             self._bytes = 0
             return
         self._buffer = deque(snapshot[k:])
-        self._bytes -= self._bytes * k // total
+        self._bytes = max(0, self._bytes - body_bytes)
 
     def head(self) -> Row:
         return self._buffer[0]
@@ -211,9 +183,21 @@ class Scanner:
         self.queue = meta.name
         self.generation = meta.generation
         self.spec = spec
-        self.cursors = [PartitionCursor(p, spec) for p in partitions]
+        # Partitions whose cursor is not made yet: a queue scanner over 32767 partitions cost
+        # ~32 MiB at open when every cursor was made at once. Cursors are made at the first
+        # read and dropped once their partition is exhausted.
+        self._pending: Sequence[int] | None = partitions
+        self.width = len(partitions)  # what the registry counts against its cap
+        self.cursors: list[PartitionCursor] = []
+        if len(partitions) == 1:
+            self._make_cursors()
         self.last_used = time.monotonic()
         self.busy = False
+
+    def _make_cursors(self) -> None:
+        if self._pending is not None:
+            self.cursors = [PartitionCursor(p, self.spec) for p in self._pending]
+            self._pending = None
 
     def _meta(self) -> QueueMeta:
         meta = self.store.get_queue(self.queue)
@@ -230,7 +214,7 @@ class Scanner:
         meta = self._meta()
         if len(self.cursors) == 1:
             cursor = self.cursors[0]
-            cursor.fill(self.store, meta, n)
+            cursor.fill(self.store, meta, n, max_bytes)
             return MessageRows(cursor.partition, cursor.take(n, max_bytes))
         return self._merge(meta, n, max_bytes)
 
@@ -238,16 +222,59 @@ class Scanner:
         # Every cursor that is not exhausted must have a head row before we can pick the
         # smallest; refill a cursor only when it has run dry.
         per_cursor = max(1, min(self.spec.caching, n))
+        # Every cursor needs a head row to merge; together they read ahead about one reply.
+        per_cursor_bytes = max(1, max_bytes // max(1, len(self.cursors) or self.width))
+        if self._pending is not None:  # the first read: keep only partitions with rows
+            pending, self._pending = self._pending, None
+            for i, p in enumerate(pending):
+                if i % 512 == 511:
+                    gevent.sleep(0)
+                cursor = PartitionCursor(p, self.spec)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+                if not cursor.exhausted():
+                    self.cursors.append(cursor)
+        self.cursors = [c for c in self.cursors if not c.exhausted()]
+        if not self.cursors:
+            return MessageRows([], [])
         for index, cursor in enumerate(self.cursors):
             if index % 512 == 511:
                 gevent.sleep(0)  # a queue may have 32767 partitions; let others in meanwhile
             if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
-        if len(self.cursors) > MERGE_IN_C_UP_TO:
-            return self._merge_heap(meta, n, max_bytes, per_cursor, [], [], 0)
-        # A producer writing several partitions within one millisecond interleaves them
-        # message by message: merged in C (gateway/_wirecheck.c, merge_rows), a row costs
-        # tens of nanoseconds instead of a heap step in Python.
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+        if len(self.cursors) <= MERGE_IN_C_UP_TO:
+            merged = self._merge_in_c(meta, n, max_bytes, per_cursor, per_cursor_bytes)
+            if merged is not None:
+                return merged
+        reverse = self.spec.reverse
+        heap = [
+            self._order(cursor.head(), cursor.partition, index, reverse)
+            for index, cursor in enumerate(self.cursors)
+            if cursor.peek_ready()
+        ]
+        heapq.heapify(heap)
+        partitions: list[int] = []
+        rows: list[Row] = []
+        size = 0
+        while heap and len(rows) < n and size < max_bytes:
+            *_, index = heapq.heappop(heap)
+            cursor = self.cursors[index]
+            row = cursor.pop()
+            partitions.append(cursor.partition)
+            rows.append(row)
+            size += len(row[3]) + len(row[2])
+            if not cursor.peek_ready():
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+            if cursor.peek_ready():
+                heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
+        return MessageRows(partitions, rows)
+
+    def _merge_in_c(
+        self, meta: QueueMeta, n: int, max_bytes: int, per_cursor: int, per_cursor_bytes: int
+    ) -> MessageRows | None:
+        """The merge in C (gateway/_wirecheck.c, merge_rows): a producer writing several
+        partitions within one millisecond interleaves them message by message, and a heap
+        step in Python per message cost about a microsecond. None (nothing taken) when the
+        rows are not plain tuples: the heap merge then does it."""
         partitions: list[int] = []
         rows: list[Row] = []
         size = 0
@@ -257,60 +284,26 @@ class Scanner:
                 break
             buffers = [list(c._buffer) for c in live]
             try:
-                got, parts, taken, got_size = merge_rows(
+                got, parts, taken, taken_bytes, got_size = merge_rows(
                     buffers, [not c._done for c in live], [c.partition for c in live],
                     n - len(rows), max_bytes - size, self.spec.reverse,
                 )  # fmt: skip
-            except TypeError:  # rows of another shape (a store's own tuple type): in Python
-                return self._merge_heap(meta, n, max_bytes, per_cursor, partitions, rows, size)
+            except TypeError:
+                if rows:
+                    raise
+                return None
             rows += got
             partitions += parts
             size += got_size
             refilled = False
-            for cursor, buffer, k in zip(live, buffers, taken, strict=True):
+            for cursor, buffer, k, body in zip(live, buffers, taken, taken_bytes, strict=True):
                 if k:
-                    cursor.drop(buffer, k)
+                    cursor.drop(buffer, k, body)
                 if not cursor.peek_ready() and not cursor._done:
-                    cursor.fill(self.store, meta, per_cursor)
+                    cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
                     refilled = True
             if not refilled:
                 break  # n rows, or max_bytes, or every partition read to its end
-        return MessageRows(partitions, rows)
-
-    def _merge_heap(
-        self,
-        meta: QueueMeta,
-        n: int,
-        max_bytes: int,
-        per_cursor: int,
-        partitions: list[int],
-        rows: list[Row],
-        size: int,
-    ) -> MessageRows:
-        """The merge in Python, from the cursors' current heads (after ``rows``): for very
-        many partitions (a heap step per run beats walking every cursor per refill), and
-        for rows that are not plain tuples."""
-        reverse = self.spec.reverse
-        heap = [
-            self._order(c.head(), c.partition, index, reverse)
-            for index, c in enumerate(self.cursors)
-            if c.peek_ready()
-        ]
-        heapq.heapify(heap)
-        while heap and len(rows) < n and size < max_bytes:
-            *_, index = heapq.heappop(heap)
-            cursor = self.cursors[index]
-            # Partitions are mostly written in runs (a put is one partition's batch): take the
-            # whole run that sorts before the next partition's head, not one row per heap step.
-            run, run_bytes = cursor.take_run(heap[0] if heap else None, reverse,
-                                             n - len(rows), max_bytes - size)  # fmt: skip
-            partitions += itertools.repeat(cursor.partition, len(run))
-            rows += run
-            size += run_bytes
-            if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
-            if cursor.peek_ready():
-                heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
         return MessageRows(partitions, rows)
 
     @staticmethod
@@ -321,19 +314,36 @@ class Scanner:
 
 
 class ScannerRegistry:
-    """Open scanners by id. Idle ones expire; the number open at once is bounded."""
+    """Open scanners by id. Idle ones expire; the number open at once is bounded.
 
-    def __init__(self, *, idle_timeout: float = 60.0, max_open: int = 10_000) -> None:
+    A scanner belongs to the connection that opened it (:mod:`gateway.peer`): another
+    connection asking for its id is told there is no such scanner, exactly as for an id never
+    issued, and its connection's end closes it. Ids are drawn at random as well, so they say
+    nothing about how many were opened or which ids others hold.
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_timeout: float = 60.0,
+        max_open: int = 10_000,
+        max_partitions: int = 1 << 20,
+    ) -> None:
         if idle_timeout <= 0:
             raise ValueError("'idle_timeout' must be > 0 seconds")
         if max_open < 1:
             raise ValueError("'max_open' must be >= 1")
+        if max_partitions < 1:
+            raise ValueError("'max_partitions' must be >= 1")
         self.idle_timeout = idle_timeout
         self.max_open = max_open
-        self._open: dict[int, Scanner] = {}
-        # Recently finished or expired ids, so errors can say what happened to them.
-        self._gone: OrderedDict[int, str] = OrderedDict()
-        self._ids = itertools.count(1)
+        # Partitions of all open scanners together: each may hold a cursor and its head rows.
+        self.max_partitions = max_partitions
+        self.partitions = 0
+        self._open: dict[int, tuple[int | None, Scanner]] = {}  # id -> (owner, scanner)
+        self._owned: dict[int | None, set[int]] = {}  # owner -> its open ids
+        # Recently finished or expired ids, so errors can tell their owner what happened.
+        self._gone: OrderedDict[int, tuple[int | None, str]] = OrderedDict()
         self._reaper: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -343,6 +353,8 @@ class ScannerRegistry:
         if self._reaper is not None:
             self._reaper.kill()
         self._open.clear()
+        self._owned.clear()
+        self.partitions = 0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -354,41 +366,69 @@ class ScannerRegistry:
                 raise Overloaded(
                     f"too many open scanners ({self.max_open}); close the ones you no longer use"
                 )
+        if self.partitions + scanner.width > self.max_partitions:
+            self.expire_idle()
+            if self.partitions + scanner.width > self.max_partitions:
+                raise Overloaded(
+                    f"open scanners cover {self.partitions} partitions; this one would pass the "
+                    f"limit of {self.max_partitions} (--max-scanner-partitions): close scanners "
+                    "you no longer use"
+                )
         while True:
-            sid = next(self._ids)
-            if sid > MAX_SCANNER_ID:
-                self._ids = itertools.count(1)
-                continue
+            sid = secrets.randbelow(MAX_SCANNER_ID) + 1
             if sid not in self._open:
                 break
-        self._open[sid] = scanner
+        owner = _owner()
+        self._open[sid] = (owner, scanner)
+        self.partitions += scanner.width
+        self._owned.setdefault(owner, set()).add(sid)
         self._gone.pop(sid, None)
         return sid
 
     def get(self, sid: Any) -> Scanner:
-        scanner = self._open.get(sid) if isinstance(sid, int) else None
-        if scanner is None:
-            why = self._gone.get(sid) if isinstance(sid, int) else None
+        owner = _owner()
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is None or entry[0] != owner:
+            gone = self._gone.get(sid) if isinstance(sid, int) else None
+            why = gone[1] if gone is not None and gone[0] == owner else None
             raise InvalidArgument("id", f"no open scanner {sid!r}" + (f" ({why})" if why else ""))
+        scanner = entry[1]
         scanner.last_used = time.monotonic()
         return scanner
 
     def finish(self, sid: int, why: str) -> None:
-        if self._open.pop(sid, None) is not None:
-            self._gone[sid] = why
+        entry = self._open.pop(sid, None)
+        if entry is not None:
+            self.partitions -= entry[1].width
+            owned = self._owned.get(entry[0])
+            if owned is not None:
+                owned.discard(sid)
+                if not owned:
+                    del self._owned[entry[0]]
+            self._gone[sid] = (entry[0], why)
             while len(self._gone) > 10_000:
                 self._gone.popitem(last=False)
 
     def close(self, sid: Any) -> None:
-        if isinstance(sid, int) and sid in self._open:
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is not None and entry[0] == _owner():
             self.finish(sid, "closed")
-        elif not (isinstance(sid, int) and self._gone.get(sid) == "it reached its end"):
+            return
+        gone = self._gone.get(sid) if isinstance(sid, int) else None
+        if not (gone is not None and gone == (_owner(), "it reached its end")):
             # Closing a scanner that ran to its end is harmless: clients are told to close.
             self.get(sid)
 
+    def drop_owner(self, owner: int) -> int:
+        """Closes every scanner of connection ``owner`` (it went away); returns how many."""
+        sids = list(self._owned.get(owner, ()))
+        for sid in sids:
+            self.finish(sid, "its connection closed")
+        return len(sids)
+
     def expire_idle(self) -> int:
         deadline = time.monotonic() - self.idle_timeout
-        stale = [sid for sid, s in self._open.items() if s.last_used < deadline and not s.busy]
+        stale = [sid for sid, (_, s) in self._open.items() if s.last_used < deadline and not s.busy]
         for sid in stale:
             self.finish(sid, f"expired after {self.idle_timeout:g} s idle")
         return len(stale)
@@ -399,3 +439,8 @@ class ScannerRegistry:
             expired = self.expire_idle()
             if expired:
                 log.info("expired %d idle scanner(s)", expired)
+
+
+def _owner() -> int | None:
+    caller = peer.current()
+    return None if caller is None else caller.id

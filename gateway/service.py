@@ -6,20 +6,25 @@ boundary (:mod:`gateway.boundary`) turns those into the IDL's ``IllegalArgument`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
+
+import gevent
 
 from . import validation
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
-from .rowkey import consecutive_keys
+from .rowkey import MAX_SEQUENCE, MessageId, consecutive_keys
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 
 if TYPE_CHECKING:
+    from .cluster.forward import Forwarder
+    from .cluster.member import ClusterMember
     from .subscriptions.service import SubscriptionService
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,10 @@ class GatewayService:
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
         self.subscriptions: SubscriptionService | None = None
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
+        # Set in a gateway cluster: who owns which partition, and the hop to the owner.
+        self.cluster: ClusterMember | None = None
+        self.forwarder: Forwarder | None = None
+        self._floors: dict[tuple[str, int], int] = {}  # ids start at or above (ms)
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -64,19 +73,24 @@ class GatewayService:
         self._put(queueName, None, tMessages, "tMessages")
 
     def putMessageWithPid(self, queueName: Any, partitionID: Any, tMessage: Any) -> None:
-        self._put(queueName, partitionID, [tMessage], "tMessage")
+        self._put(queueName, _required_pid(partitionID), [tMessage], "tMessage")
 
     def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages")
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages")
 
-    def _put(self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str) -> None:
+    def forwardMessages(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
+
+    def _put(
+        self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str, forwarded: bool = False
+    ) -> None:
         meta = self._queue(raw_queue, writable=True)
         if messages is None or (argument == "tMessage" and messages[0] is None):
             raise InvalidArgument(argument, "must be set")
         self._check_count(len(messages), argument)
         n_partitions = meta.partitions
         forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
-        default = forced if forced is not None else random.randrange(n_partitions)
+        default = forced if forced is not None else self._any_partition(meta)
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         max_value = self.limits.max_value_bytes
         single = argument == "tMessage"
@@ -101,21 +115,33 @@ class GatewayService:
                 group = groups[pid] = ([], [])
             group[0].append(topic)
             group[1].append(value)
-        self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()])
+        self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()], forwarded)
 
     def put_raw(
-        self, raw_queue: bytes, raw_pid: int | None, topics: list[bytes], values: list[bytes]
+        self,
+        raw_queue: bytes,
+        raw_pid: int | None,
+        topics: list[bytes],
+        values: list[bytes],
+        forwarded: bool = False,
     ) -> None:
         """A put whose messages were already taken apart and checked on the wire (topics
         1..255 bytes, values within the limit, no per-message partition): see
-        :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``."""
+        :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``;
+        ``forwarded``: ``forwardMessages`` from another gateway of the cluster."""
         meta = self._queue(raw_queue, writable=True)
         self._check_count(len(values), "tMessages")
         if raw_pid is None:
-            pid = random.randrange(meta.partitions)
+            pid = self._any_partition(meta)
         else:
             pid = validation.partition(raw_pid, meta.partitions)
-        self._store(meta, [(pid, topics, values)])
+        self._store(meta, [(pid, topics, values)], forwarded)
+
+    def _any_partition(self, meta: QueueMeta) -> int:
+        """A put that names no partition: a random one (in a cluster, one owned here)."""
+        if self.cluster is not None:
+            return self.cluster.pick_partition(meta.name, meta.partitions)
+        return random.randrange(meta.partitions)
 
     def _check_count(self, count: int, argument: str) -> None:
         if count > self.limits.max_batch_messages:
@@ -124,7 +150,15 @@ class GatewayService:
                 f"{count} messages; at most {self.limits.max_batch_messages} per call",
             )
 
-    def _store(self, meta: QueueMeta, groups: list[tuple[int, list[bytes], list[bytes]]]) -> None:
+    def _store(
+        self,
+        meta: QueueMeta,
+        groups: list[tuple[int, list[bytes], list[bytes]]],
+        forwarded: bool = False,
+    ) -> None:
+        if self.cluster is not None:
+            self._store_in_cluster(meta, groups, forwarded)
+            return
         batches = []
         for pid, topics, values in groups:
             if not values:
@@ -137,6 +171,61 @@ class GatewayService:
             self.store.put(meta, batches)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
+
+    def _store_in_cluster(
+        self,
+        meta: QueueMeta,
+        groups: list[tuple[int, list[bytes], list[bytes]]],
+        forwarded: bool,
+    ) -> None:
+        """Writes the groups of partitions owned here, forwards the others to their owners
+        (at the same time), and returns once every one of them is acknowledged."""
+        cluster, forwarder = self.cluster, self.forwarder
+        assert cluster is not None and forwarder is not None
+        name = meta.name
+        local, hops = [], []
+        for pid, topics, values in groups:
+            if not values:
+                continue
+            owner = cluster.route(name, pid, forwarded=forwarded)
+            if owner is None:
+                local.append((pid, topics, values))
+            else:
+                hops.append(gevent.spawn(_outcome, forwarder.forward, owner, name, pid, topics,
+                                         values))  # fmt: skip
+        try:
+            if local:
+                with contextlib.ExitStack() as owned:
+                    batches = []
+                    for pid, topics, values in local:
+                        owned.enter_context(cluster.writing(name, pid))
+                        alloc = self._allocator(meta, pid)
+                        ts, seq = alloc.allocate(len(values))
+                        last = alloc.last
+                        assert last is not None
+                        cluster.check_id(last.timestamp)
+                        keys = consecutive_keys(pid, ts, seq, len(values))
+                        batches.append(PutBatch(pid, keys, topics, values))
+                    self.store.put(meta, batches)
+                for b in batches:
+                    cluster.count_put(name, b.partition, len(b.keys))
+                if self.after_put is not None:
+                    self.after_put(name, [b.partition for b in batches])
+        finally:
+            gevent.joinall(hops)
+        for hop in hops:
+            if hop.value is not None:
+                raise hop.value
+
+    def own(self, queue: str, partition: int, floor_ms: int) -> None:
+        """This gateway became the partition's owner: its ids start at or above ``floor_ms``
+        and above the newest stored row (read again now, after the previous owner stopped)."""
+        self._allocators.pop((queue, partition), None)
+        self._floors[(queue, partition)] = floor_ms
+
+    def disown(self, queue: str, partition: int) -> None:
+        self._allocators.pop((queue, partition), None)
+        self._floors.pop((queue, partition), None)
 
     def _coerce(self, m: Any, i: int, single: bool, argument: str) -> tuple[bytes, bytes]:
         """The slow path of one message: str accepted as UTF-8, anything wrong refused."""
@@ -183,8 +272,12 @@ class GatewayService:
         slot = (meta.name, partition)
         alloc = self._allocators.get(slot)
         if alloc is None:
-            # Seeded from the newest stored row, so ids keep increasing across restarts.
+            # Seeded from the newest stored row, so ids keep increasing across restarts, and
+            # in a cluster above every id a previous owner could still write (its ceiling).
             last = self.store.last_id(meta, partition)
+            floor = self._floors.get(slot)
+            if floor is not None and (last is None or last.timestamp < floor):
+                last = MessageId(floor - 1, MAX_SEQUENCE)
             # A store that does I/O yields in last_id: a concurrent first put to this
             # partition may have seeded the allocator meanwhile, and two would hand out
             # the same ids.
@@ -202,7 +295,7 @@ class GatewayService:
 
     def queueScannerOpen(self, queueName: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
-        return self._open(meta, list(range(meta.partitions)), messageScan)
+        return self._open(meta, range(meta.partitions), messageScan)
 
     def combinedScannerOpen(self, queueName: Any, partitionIDs: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
@@ -216,7 +309,7 @@ class GatewayService:
         )
         return self._open(meta, partitions, messageScan)
 
-    def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
+    def _open(self, meta: QueueMeta, partitions: Sequence[int], raw: Any) -> int:
         spec = self._scan_spec(raw)
         return self.scanners.add(Scanner(self.store, meta, partitions, spec))
 
@@ -276,8 +369,43 @@ class GatewayService:
 
     def getQueueLocations(self, queueName: Any) -> list[bytes]:
         meta = self._queue(queueName, enabled=False)
+        if self.cluster is not None:
+            return [a.encode() for a in self.cluster.locations(meta.name, meta.partitions)]
         address = self.advertise.encode()
         return [address] * meta.partitions
+
+    def listGateways(self) -> list[Any]:
+        info = self._t.TGatewayInfo
+        cluster = self.cluster
+        if cluster is None:
+            owned = {m.name.encode(): list(range(m.partitions)) for m in self.store.list_queues()}
+            total = sum(len(p) for p in owned.values())
+            return [info(self.advertise.encode(), "", True, total, None, owned)]
+        assignment = cluster.assignment()
+        out = []
+        for member in cluster.members():
+            parts = {
+                q.encode(): [p for p, gid in enumerate(owners) if gid == member.gid]
+                for q, owners in assignment.items()
+            }
+            parts = {q: ps for q, ps in parts.items() if ps}
+            out.append(
+                info(
+                    member.advertise.encode(),
+                    member.gid,
+                    member.gid == cluster.members()[0].gid,
+                    sum(len(ps) for ps in parts.values()),
+                    member.put_rate,
+                    parts,
+                )
+            )
+        return out
+
+    def balanceCluster(self, maxMoves: Any) -> int:
+        moves = validation.batch_size(maxMoves, 1_000_000, "maxMoves")
+        if self.cluster is None:
+            return 0
+        return self.cluster.balance(moves)
 
     def createQueue(
         self, queueName: Any, partitionCount: Any, ttlSeconds: Any, config: Any
@@ -355,6 +483,24 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _required_pid(raw: Any) -> Any:
+    """Only the methods without a pid pick a partition: an unset one here is a mistake (a
+    client that forgot it would otherwise scatter its messages)."""
+    if raw is None:
+        raise InvalidArgument("partitionID", "must be set (putMessages picks a partition)")
+    return raw
+
+
+def _outcome(fn: Callable[..., None], *args: Any) -> BaseException | None:
+    """Runs ``fn`` in a greenlet of its own and returns its error instead of raising it
+    (gevent would print the traceback of a greenlet that raised)."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _size(raw: Any) -> str:

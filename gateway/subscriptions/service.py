@@ -13,7 +13,7 @@ from typing import Any
 import gevent
 from hqueue import subscriptions as layout
 
-from .. import rowkey, validation
+from .. import peer, rowkey, validation
 from ..errors import InvalidArgument
 from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta
@@ -31,6 +31,7 @@ class SubscriptionService:
         self.store = store
         self.registry = registry
         self._t = thrift
+        self.subscriber_hosts: frozenset[str] = frozenset()  # --subscriber-hosts
 
     # -- registration ---------------------------------------------------------------------
 
@@ -42,9 +43,10 @@ class SubscriptionService:
         try:
             from hqueue.protocol import parse_address
 
-            parse_address(addr, argument="address")
+            host, _ = parse_address(addr, argument="address")
         except ValueError as exc:
             raise InvalidArgument("address", str(exc)) from None
+        peer.check_subscriber_host(host, self.subscriber_hosts)
         if not isinstance(lease_seconds, int) or not (
             MIN_LEASE_SECONDS <= lease_seconds <= MAX_LEASE_SECONDS
         ):

@@ -31,7 +31,7 @@ def test_list_names_every_section() -> None:
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == [
-        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "kafka",
+        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "cluster", "kafka",
     ]  # fmt: skip
 
 

@@ -123,6 +123,12 @@ def channel(conn: Connection) -> Channel | None:
     (the compact protocol, or a client that is not a socket client)."""
     if conn.compact:
         return None
+    from .client import _closed_by_peer  # the client module imports this one
+
+    if conn._client is not None and _closed_by_peer(conn._client):
+        # the gateway closed this idle connection (restarted, or handed its partitions over):
+        # reconnect before sending rather than lose the call, as Connection.call does
+        _drop(conn)
     client = conn.client
     ch = getattr(conn, "_hq_channel", None)
     if ch is not None and ch[0] is client:
@@ -162,6 +168,25 @@ def mapped(method: str, exc: BaseException) -> BaseException:
     return exc
 
 
+def _drop(conn: Connection) -> None:
+    """Closes ``conn``'s socket, keeping its routing state (Connection._drop when it has it)."""
+    drop = getattr(conn, "_drop", None)
+    if drop is not None:
+        drop()
+    else:
+        conn.close()
+
+
+def generic_args(method: str, request: bytes) -> Any:
+    """The arguments struct of an encoded ``method`` CALL, decoded by thriftpy2."""
+    args = getattr(protocol.hqueue_thrift().HQueueService, method + "_args")()
+    proto = TBinaryProtocol(TMemoryBuffer(request))
+    proto.read_message_begin()
+    args.read(proto)
+    proto.read_message_end()
+    return args
+
+
 def call(conn: Connection, ch: Channel, method: str, request: bytes, decode: Decoder) -> Any:
     """Sends ``request`` (an encoded ``method`` call) and returns its decoded reply, mapping
     failures as :meth:`Connection.call` does."""
@@ -172,10 +197,10 @@ def call(conn: Connection, ch: Channel, method: str, request: bytes, decode: Dec
     except (t.IllegalArgument, t.IOError, TApplicationException) as exc:
         raise mapped(method, exc) from None
     except (TTransportException, TProtocolException, OSError, EOFError, ValueError) as exc:
-        conn.close()  # out of step, or gone: never reuse this socket
+        _drop(conn)  # out of step, or gone: never reuse this socket
         raise TransportError(
             f"{method} on gateway {conn.host}:{conn.port} failed: {exc or type(exc).__name__}"
         ) from exc
     except BaseException:
-        conn.close()  # interrupted mid-call: its answer would be read as the next one's
+        _drop(conn)  # interrupted mid-call: its answer would be read as the next one's
         raise

@@ -62,10 +62,15 @@ class SubscriberRecord:
     partitions: list[int]
     checkpoints: dict[int, Id | None] = field(default_factory=dict)
     topics: frozenset[bytes] | None = None
+    # Counts the registrations that (may have) set start positions. Checkpoint writers of
+    # several gateways (each pushes the partitions it owns) merge their writes while it stays
+    # the same; a new epoch means the subscriber registered again and their runs restart.
+    epoch: int = 0
 
     def encode(self) -> bytes:
         return json.dumps(
             {
+                "epoch": self.epoch,
                 "partitions": sorted(self.partitions),
                 "topics": sorted(t.decode("latin-1") for t in self.topics or ()) or None,
                 "checkpoints": {
@@ -87,12 +92,13 @@ class SubscriberRecord:
             sorted(int(p) for p in d.get("partitions") or []),
             checkpoints,
             frozenset(t.encode("latin-1") for t in topics) if topics else None,
+            int(d.get("epoch") or 0),
         )
 
     def with_checkpoints(self, updates: Mapping[int, Id | None]) -> SubscriberRecord:
         merged = dict(self.checkpoints)
         merged.update(updates)
-        return SubscriberRecord(list(self.partitions), merged, self.topics)
+        return SubscriberRecord(list(self.partitions), merged, self.topics, self.epoch)
 
 
 def resolve(
@@ -116,7 +122,8 @@ def resolve(
             checkpoints[p] = before(start)
         elif p not in checkpoints:
             checkpoints[p] = before((now_ms, 0))
-    return SubscriberRecord(sorted(wanted), checkpoints, frozenset(topics or ()) or None)
+    epoch = existing.epoch + 1 if existing else 1
+    return SubscriberRecord(sorted(wanted), checkpoints, frozenset(topics or ()) or None, epoch)
 
 
 def encode_topics(topics: Sequence[bytes] | None) -> bytes:

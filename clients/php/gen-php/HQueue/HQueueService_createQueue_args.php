@@ -129,16 +129,16 @@ class HQueueService_createQueue_args
                 case 4:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size79 = 0;
-                        $_ktype80 = 0;
-                        $_vtype81 = 0;
-                        $xfer += $input->readMapBegin($_ktype80, $_vtype81, $_size79);
-                        for ($_i83 = 0; $_i83 < $_size79; ++$_i83) {
-                            $key84 = '';
-                            $val85 = '';
-                            $xfer += $input->readString($key84);
-                            $xfer += $input->readString($val85);
-                            $this->config[$key84] = $val85;
+                        $_size95 = 0;
+                        $_ktype96 = 0;
+                        $_vtype97 = 0;
+                        $xfer += $input->readMapBegin($_ktype96, $_vtype97, $_size95);
+                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
+                            $key100 = '';
+                            $val101 = '';
+                            $xfer += $input->readString($key100);
+                            $xfer += $input->readString($val101);
+                            $this->config[$key100] = $val101;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -180,9 +180,9 @@ class HQueueService_createQueue_args
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 4);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter86 => $viter87) {
-                $xfer += $output->writeString($kiter86);
-                $xfer += $output->writeString($viter87);
+            foreach ($this->config as $kiter102 => $viter103) {
+                $xfer += $output->writeString($kiter102);
+                $xfer += $output->writeString($viter103);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

@@ -94,13 +94,13 @@ class HQueueService_getQueueLocations_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size65 = 0;
-                        $_etype68 = 0;
-                        $xfer += $input->readListBegin($_etype68, $_size65);
-                        for ($_i69 = 0; $_i69 < $_size65; ++$_i69) {
-                            $elem70 = null;
-                            $xfer += $input->readString($elem70);
-                            $this->success []= $elem70;
+                        $_size81 = 0;
+                        $_etype84 = 0;
+                        $xfer += $input->readListBegin($_etype84, $_size81);
+                        for ($_i85 = 0; $_i85 < $_size81; ++$_i85) {
+                            $elem86 = null;
+                            $xfer += $input->readString($elem86);
+                            $this->success []= $elem86;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -143,8 +143,8 @@ class HQueueService_getQueueLocations_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRING, count($this->success));
-            foreach ($this->success as $iter71) {
-                $xfer += $output->writeString($iter71);
+            foreach ($this->success as $iter87) {
+                $xfer += $output->writeString($iter87);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_listSubscribers_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size95 = 0;
-                        $_etype98 = 0;
-                        $xfer += $input->readListBegin($_etype98, $_size95);
-                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
-                            $elem100 = null;
-                            $elem100 = new \HQueue\TSubscriberInfo();
-                            $xfer += $elem100->read($input);
-                            $this->success []= $elem100;
+                        $_size111 = 0;
+                        $_etype114 = 0;
+                        $xfer += $input->readListBegin($_etype114, $_size111);
+                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
+                            $elem116 = null;
+                            $elem116 = new \HQueue\TSubscriberInfo();
+                            $xfer += $elem116->read($input);
+                            $this->success []= $elem116;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listSubscribers_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter101) {
-                $xfer += $iter101->write($output);
+            foreach ($this->success as $iter117) {
+                $xfer += $iter117->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

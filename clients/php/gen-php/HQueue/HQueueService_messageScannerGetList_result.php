@@ -95,14 +95,14 @@ class HQueueService_messageScannerGetList_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size44 = 0;
-                        $_etype47 = 0;
-                        $xfer += $input->readListBegin($_etype47, $_size44);
-                        for ($_i48 = 0; $_i48 < $_size44; ++$_i48) {
-                            $elem49 = null;
-                            $elem49 = new \HQueue\TMessage();
-                            $xfer += $elem49->read($input);
-                            $this->success []= $elem49;
+                        $_size60 = 0;
+                        $_etype63 = 0;
+                        $xfer += $input->readListBegin($_etype63, $_size60);
+                        for ($_i64 = 0; $_i64 < $_size60; ++$_i64) {
+                            $elem65 = null;
+                            $elem65 = new \HQueue\TMessage();
+                            $xfer += $elem65->read($input);
+                            $this->success []= $elem65;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_messageScannerGetList_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter50) {
-                $xfer += $iter50->write($output);
+            foreach ($this->success as $iter66) {
+                $xfer += $iter66->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

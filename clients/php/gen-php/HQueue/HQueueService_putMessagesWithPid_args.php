@@ -107,14 +107,14 @@ class HQueueService_putMessagesWithPid_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size58 = 0;
-                        $_etype61 = 0;
-                        $xfer += $input->readListBegin($_etype61, $_size58);
-                        for ($_i62 = 0; $_i62 < $_size58; ++$_i62) {
-                            $elem63 = null;
-                            $elem63 = new \HQueue\TMessage();
-                            $xfer += $elem63->read($input);
-                            $this->tMessages []= $elem63;
+                        $_size74 = 0;
+                        $_etype77 = 0;
+                        $xfer += $input->readListBegin($_etype77, $_size74);
+                        for ($_i78 = 0; $_i78 < $_size74; ++$_i78) {
+                            $elem79 = null;
+                            $elem79 = new \HQueue\TMessage();
+                            $xfer += $elem79->read($input);
+                            $this->tMessages []= $elem79;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_putMessagesWithPid_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter64) {
-                $xfer += $iter64->write($output);
+            foreach ($this->tMessages as $iter80) {
+                $xfer += $iter80->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

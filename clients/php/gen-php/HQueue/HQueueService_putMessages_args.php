@@ -88,14 +88,14 @@ class HQueueService_putMessages_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size51 = 0;
-                        $_etype54 = 0;
-                        $xfer += $input->readListBegin($_etype54, $_size51);
-                        for ($_i55 = 0; $_i55 < $_size51; ++$_i55) {
-                            $elem56 = null;
-                            $elem56 = new \HQueue\TMessage();
-                            $xfer += $elem56->read($input);
-                            $this->tMessages []= $elem56;
+                        $_size67 = 0;
+                        $_etype70 = 0;
+                        $xfer += $input->readListBegin($_etype70, $_size67);
+                        for ($_i71 = 0; $_i71 < $_size67; ++$_i71) {
+                            $elem72 = null;
+                            $elem72 = new \HQueue\TMessage();
+                            $xfer += $elem72->read($input);
+                            $this->tMessages []= $elem72;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -127,8 +127,8 @@ class HQueueService_putMessages_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 2);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter57) {
-                $xfer += $iter57->write($output);
+            foreach ($this->tMessages as $iter73) {
+                $xfer += $iter73->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -256,6 +256,37 @@ class Iface(object):
         """
         pass
 
+    def forwardMessages(self, queueName, partitionID, tMessages):
+        """
+        Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        pass
+
+    def listGateways(self):
+        """
+        The live gateways of the cluster (one entry, this gateway, when it runs alone).
+
+        """
+        pass
+
+    def balanceCluster(self, maxMoves):
+        """
+        Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+        partition counts balanced; returns how many partitions it moved.
+
+        Parameters:
+         - maxMoves
+
+        """
+        pass
+
 
 class Client(Iface):
     def __init__(self, iprot, oprot=None):
@@ -1142,6 +1173,120 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "listSubscribers failed: unknown result")
 
+    def forwardMessages(self, queueName, partitionID, tMessages):
+        """
+        Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        self.send_forwardMessages(queueName, partitionID, tMessages)
+        self.recv_forwardMessages()
+
+    def send_forwardMessages(self, queueName, partitionID, tMessages):
+        self._oprot.writeMessageBegin('forwardMessages', TMessageType.CALL, self._seqid)
+        args = forwardMessages_args()
+        args.queueName = queueName
+        args.partitionID = partitionID
+        args.tMessages = tMessages
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_forwardMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = forwardMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def listGateways(self):
+        """
+        The live gateways of the cluster (one entry, this gateway, when it runs alone).
+
+        """
+        self.send_listGateways()
+        return self.recv_listGateways()
+
+    def send_listGateways(self):
+        self._oprot.writeMessageBegin('listGateways', TMessageType.CALL, self._seqid)
+        args = listGateways_args()
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_listGateways(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = listGateways_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "listGateways failed: unknown result")
+
+    def balanceCluster(self, maxMoves):
+        """
+        Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+        partition counts balanced; returns how many partitions it moved.
+
+        Parameters:
+         - maxMoves
+
+        """
+        self.send_balanceCluster(maxMoves)
+        return self.recv_balanceCluster()
+
+    def send_balanceCluster(self, maxMoves):
+        self._oprot.writeMessageBegin('balanceCluster', TMessageType.CALL, self._seqid)
+        args = balanceCluster_args()
+        args.maxMoves = maxMoves
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_balanceCluster(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = balanceCluster_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "balanceCluster failed: unknown result")
+
 
 class Processor(Iface, TProcessor):
     def __init__(self, handler):
@@ -1170,6 +1315,9 @@ class Processor(Iface, TProcessor):
         self._processMap["addSubscriber"] = Processor.process_addSubscriber
         self._processMap["deleteSubscriber"] = Processor.process_deleteSubscriber
         self._processMap["listSubscribers"] = Processor.process_listSubscribers
+        self._processMap["forwardMessages"] = Processor.process_forwardMessages
+        self._processMap["listGateways"] = Processor.process_listGateways
+        self._processMap["balanceCluster"] = Processor.process_balanceCluster
         self._on_message_begin = None
 
     def on_message_begin(self, func):
@@ -1859,6 +2007,93 @@ class Processor(Iface, TProcessor):
         oprot.writeMessageEnd()
         oprot.trans.flush()
 
+    def process_forwardMessages(self, seqid, iprot, oprot):
+        args = forwardMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = forwardMessages_result()
+        try:
+            self._handler.forwardMessages(args.queueName, args.partitionID, args.tMessages)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("forwardMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_listGateways(self, seqid, iprot, oprot):
+        args = listGateways_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = listGateways_result()
+        try:
+            result.success = self._handler.listGateways()
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("listGateways", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_balanceCluster(self, seqid, iprot, oprot):
+        args = balanceCluster_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = balanceCluster_result()
+        try:
+            result.success = self._handler.balanceCluster(args.maxMoves)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("balanceCluster", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
 # HELPER FUNCTIONS AND STRUCTURES
 
 
@@ -2283,11 +2518,11 @@ class messageScannerGetList_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype47, _size44) = iprot.readListBegin()
-                    for _i48 in range(_size44):
-                        _elem49 = TMessage()
-                        _elem49.read(iprot)
-                        self.success.append(_elem49)
+                    (_etype63, _size60) = iprot.readListBegin()
+                    for _i64 in range(_size60):
+                        _elem65 = TMessage()
+                        _elem65.read(iprot)
+                        self.success.append(_elem65)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2314,8 +2549,8 @@ class messageScannerGetList_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter50 in self.success:
-                iter50.write(oprot)
+            for iter66 in self.success:
+                iter66.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -2665,11 +2900,11 @@ class putMessages_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype54, _size51) = iprot.readListBegin()
-                    for _i55 in range(_size51):
-                        _elem56 = TMessage()
-                        _elem56.read(iprot)
-                        self.tMessages.append(_elem56)
+                    (_etype70, _size67) = iprot.readListBegin()
+                    for _i71 in range(_size67):
+                        _elem72 = TMessage()
+                        _elem72.read(iprot)
+                        self.tMessages.append(_elem72)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2690,8 +2925,8 @@ class putMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 2)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter57 in self.tMessages:
-                iter57.write(oprot)
+            for iter73 in self.tMessages:
+                iter73.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -2990,11 +3225,11 @@ class putMessagesWithPid_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype61, _size58) = iprot.readListBegin()
-                    for _i62 in range(_size58):
-                        _elem63 = TMessage()
-                        _elem63.read(iprot)
-                        self.tMessages.append(_elem63)
+                    (_etype77, _size74) = iprot.readListBegin()
+                    for _i78 in range(_size74):
+                        _elem79 = TMessage()
+                        _elem79.read(iprot)
+                        self.tMessages.append(_elem79)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3019,8 +3254,8 @@ class putMessagesWithPid_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter64 in self.tMessages:
-                iter64.write(oprot)
+            for iter80 in self.tMessages:
+                iter80.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3211,10 +3446,10 @@ class getQueueLocations_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype68, _size65) = iprot.readListBegin()
-                    for _i69 in range(_size65):
-                        _elem70 = iprot.readBinary()
-                        self.success.append(_elem70)
+                    (_etype84, _size81) = iprot.readListBegin()
+                    for _i85 in range(_size81):
+                        _elem86 = iprot.readBinary()
+                        self.success.append(_elem86)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3241,8 +3476,8 @@ class getQueueLocations_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter71 in self.success:
-                oprot.writeBinary(iter71)
+            for iter87 in self.success:
+                oprot.writeBinary(iter87)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3469,10 +3704,10 @@ class combinedScannerOpen_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.partitionIDs = []
-                    (_etype75, _size72) = iprot.readListBegin()
-                    for _i76 in range(_size72):
-                        _elem77 = iprot.readI16()
-                        self.partitionIDs.append(_elem77)
+                    (_etype91, _size88) = iprot.readListBegin()
+                    for _i92 in range(_size88):
+                        _elem93 = iprot.readI16()
+                        self.partitionIDs.append(_elem93)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3499,8 +3734,8 @@ class combinedScannerOpen_args(object):
         if self.partitionIDs is not None:
             oprot.writeFieldBegin('partitionIDs', TType.LIST, 2)
             oprot.writeListBegin(TType.I16, len(self.partitionIDs))
-            for iter78 in self.partitionIDs:
-                oprot.writeI16(iter78)
+            for iter94 in self.partitionIDs:
+                oprot.writeI16(iter94)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.messageScan is not None:
@@ -3661,11 +3896,11 @@ class createQueue_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype80, _vtype81, _size79) = iprot.readMapBegin()
-                    for _i83 in range(_size79):
-                        _key84 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val85 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key84] = _val85
+                    (_ktype96, _vtype97, _size95) = iprot.readMapBegin()
+                    for _i99 in range(_size95):
+                        _key100 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val101 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key100] = _val101
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -3694,9 +3929,9 @@ class createQueue_args(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter86, viter87 in self.config.items():
-                oprot.writeString(kiter86.encode('utf-8') if sys.version_info[0] == 2 else kiter86)
-                oprot.writeString(viter87.encode('utf-8') if sys.version_info[0] == 2 else viter87)
+            for kiter102, viter103 in self.config.items():
+                oprot.writeString(kiter102.encode('utf-8') if sys.version_info[0] == 2 else kiter102)
+                oprot.writeString(viter103.encode('utf-8') if sys.version_info[0] == 2 else viter103)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -4413,11 +4648,11 @@ class listQueues_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype91, _size88) = iprot.readListBegin()
-                    for _i92 in range(_size88):
-                        _elem93 = TQueueInfo()
-                        _elem93.read(iprot)
-                        self.success.append(_elem93)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = TQueueInfo()
+                        _elem109.read(iprot)
+                        self.success.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4444,8 +4679,8 @@ class listQueues_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter94 in self.success:
-                iter94.write(oprot)
+            for iter110 in self.success:
+                iter110.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5381,11 +5616,11 @@ class listSubscribers_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype98, _size95) = iprot.readListBegin()
-                    for _i99 in range(_size95):
-                        _elem100 = TSubscriberInfo()
-                        _elem100.read(iprot)
-                        self.success.append(_elem100)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = TSubscriberInfo()
+                        _elem116.read(iprot)
+                        self.success.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5412,8 +5647,8 @@ class listSubscribers_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter101 in self.success:
-                iter101.write(oprot)
+            for iter117 in self.success:
+                iter117.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5443,6 +5678,459 @@ class listSubscribers_result(object):
 all_structs.append(listSubscribers_result)
 listSubscribers_result.thrift_spec = (
     (0, TType.LIST, 'success', (TType.STRUCT, [TSubscriberInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class forwardMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - partitionID
+     - tMessages
+
+    """
+
+
+    def __init__(self, queueName=None, partitionID=None, tMessages=None,):
+        self.queueName = queueName
+        self.partitionID = partitionID
+        self.tMessages = tMessages
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.tMessages = []
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = TMessage()
+                        _elem123.read(iprot)
+                        self.tMessages.append(_elem123)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 2)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.tMessages is not None:
+            oprot.writeFieldBegin('tMessages', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
+            for iter124 in self.tMessages:
+                iter124.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessages_args)
+forwardMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.I16, 'partitionID', None, None, ),  # 2
+    (3, TType.LIST, 'tMessages', (TType.STRUCT, [TMessage, None], False), None, ),  # 3
+)
+
+
+class forwardMessages_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessages_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessages_result)
+forwardMessages_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class listGateways_args(object):
+
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listGateways_args')
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listGateways_args)
+listGateways_args.thrift_spec = (
+)
+
+
+class listGateways_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = TGatewayInfo()
+                        _elem130.read(iprot)
+                        self.success.append(_elem130)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listGateways_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter131 in self.success:
+                iter131.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listGateways_result)
+listGateways_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TGatewayInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class balanceCluster_args(object):
+    """
+    Attributes:
+     - maxMoves
+
+    """
+
+
+    def __init__(self, maxMoves=None,):
+        self.maxMoves = maxMoves
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I32:
+                    self.maxMoves = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('balanceCluster_args')
+        if self.maxMoves is not None:
+            oprot.writeFieldBegin('maxMoves', TType.I32, 1)
+            oprot.writeI32(self.maxMoves)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(balanceCluster_args)
+balanceCluster_args.thrift_spec = (
+    None,  # 0
+    (1, TType.I32, 'maxMoves', None, None, ),  # 1
+)
+
+
+class balanceCluster_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.I32:
+                    self.success = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('balanceCluster_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.I32, 0)
+            oprot.writeI32(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(balanceCluster_result)
+balanceCluster_result.thrift_spec = (
+    (0, TType.I32, 'success', None, None, ),  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )
