@@ -60,7 +60,13 @@ def cells(draw: Any) -> list[tuple[bytes, bytes]]:
        st.integers(1, 50), st.integers(1, 50), st.integers(0, 3),
        st.sampled_from([1 << 62, 1, 30, 100]))  # fmt: skip
 def test_scan_cells_is_the_python_loop(
-    data: list, lo: int, hi: int, topics: Any, limit: int, budget: int, already: int,
+    data: list,
+    lo: int,
+    hi: int,
+    topics: Any,
+    limit: int,
+    budget: int,
+    already: int,
     max_bytes: int,
 ) -> None:
     lower, upper = KEY.pack(lo, 0, 0), KEY.pack(hi, 0, 0)
