@@ -4,6 +4,7 @@ away and comes back."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -118,3 +119,39 @@ def test_arguments_are_checked_up_front() -> None:
     with pytest.raises(InvalidArgument) as info:
         p.put_many("", [(b"t", b"v")])
     assert info.value.argument == "queue"
+
+
+def test_put_batches_go_out_after_linger_or_on_flush(start_gateway: Any, queue_name: str) -> None:
+    gw = start_gateway()
+    conn = Connection(gw.host, gw.port, timeout=30)
+    q = conn.create_queue(queue_name, partitions=2, ttl_seconds=3600)
+
+    def stored(partition: int) -> list[bytes]:
+        return [m.value for m in q.scan(partitions=partition)]
+
+    lingering = Producer(gw.host, gw.port, batch_size=1000, linger=0.05)
+    waiting = Producer(gw.host, gw.port, batch_size=1000, linger=0)
+    for i in range(3):
+        lingering.put(queue_name, "t", b"l%d" % i, partition=0)
+        waiting.put(queue_name, "t", b"w%d" % i, partition=1)
+    deadline = time.monotonic() + 20
+    while stored(0) != [b"l0", b"l1", b"l2"]:  # sent by the linger thread, no flush
+        assert time.monotonic() < deadline, "a lingering batch was never sent"
+        time.sleep(0.05)
+    assert lingering.pending() == 0
+    assert stored(1) == [] and waiting.pending() == 3  # linger=0: only when full or flushed
+    waiting.flush(timeout=30)
+    assert stored(1) == [b"w0", b"w1", b"w2"]
+    # order within a partition holds while the linger thread and full batches race
+    racing = Producer(gw.host, gw.port, batch_size=7, linger=0.001, window=2)
+    for i in range(500):
+        racing.put(queue_name, "r", b"%d" % i, partition=0)
+    racing.close(timeout=30)
+    lingering.close(timeout=30)
+    waiting.close(timeout=30)
+    got = [m.value for m in q.scan(partitions=0, topics=["r"])]
+    assert got == [b"%d" % i for i in range(500)]
+    with pytest.raises(InvalidArgument) as info:
+        Producer(gw.host, gw.port, linger=-1)
+    assert info.value.argument == "linger"
+    conn.close()

@@ -2,7 +2,7 @@
 
     with hqueue.Producer("127.0.0.1", 9190, window=8) as p:
         for line in lines:
-            p.put("events", "lines", line)          # buffered, sent batch_size at a time
+            p.put("events", "lines", line)          # batched: batch_size, or linger seconds
         done = p.put_many("events", pairs, partition=2)   # one call now: a Future
     # leaving the block sent the rest and waited for every answer
 
@@ -33,6 +33,7 @@ import contextlib
 import itertools
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -151,8 +152,9 @@ class Producer:
     """Puts to the gateway at ``host:port`` without waiting (see the module's docs).
 
     ``window``: calls in flight per connection; ``connections``: how many; ``batch_size``:
-    messages per call made by :meth:`put`; ``timeout`` seconds for connecting and for a
-    free slot in the window."""
+    messages per call made by :meth:`put`; ``linger``: seconds a :meth:`put` batch waits to
+    fill before it is sent anyway (0: only when full, or on :meth:`flush`); ``timeout``
+    seconds for connecting and for a free slot in the window."""
 
     def __init__(
         self,
@@ -164,6 +166,7 @@ class Producer:
         batch_size: int = DEFAULT_BATCH_SIZE,
         framed: bool = False,
         timeout: float = 30.0,
+        linger: float = 0.005,
         on_delivery: DeliveryCallback | None = None,
     ) -> None:
         _int("port", port, 1, 65535)
@@ -172,6 +175,9 @@ class Producer:
         self.batch_size = _int("batch_size", batch_size, 1, 2**31 - 1)
         if not timeout > 0:
             raise InvalidArgument("timeout", f"must be > 0 seconds, got {timeout}")
+        if not 0 <= linger <= 3600:
+            raise InvalidArgument("linger", f"must be 0..3600 seconds, got {linger}")
+        self.linger = linger
         self.host = host
         self.port = port
         self.framed = framed
@@ -183,6 +189,12 @@ class Producer:
         self._buffers: dict[tuple[bytes, int | None], list[Any]] = {}
         self._unseen: list[BaseException] = []  # put() batches' errors for flush()
         self._closed = False
+        # put()'s batches: when each was begun (for linger), and one lock that keeps a
+        # (queue, partition)'s batches going out in the order they were filled
+        self._born: dict[tuple[bytes, int | None], float] = {}
+        self._order = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._lingering: threading.Thread | None = None
 
     def __repr__(self) -> str:
         return f"<hqueue.Producer {self.host}:{self.port} window={self.window}>"
@@ -253,18 +265,72 @@ class Producer:
         return future
 
     def put(self, queue: Bytes, topic: Bytes, value: Bytes, partition: int | None = None) -> None:
-        """Adds one message to the batch of (queue, partition); a full batch is sent."""
+        """Adds one message to the batch of (queue, partition); the batch is sent once it
+        holds ``batch_size`` messages or is ``linger`` seconds old (or on :meth:`flush`)."""
+        if self._closed:
+            raise HQueueError("the producer is closed")
         name = _bytes("queue", queue)
         if partition is not None:
             _int("partition", partition, 0, 32767)
         key = (name, partition)
         with self._lock:
-            batch = self._buffers.setdefault(key, [])
+            batch = self._buffers.get(key)
+            if batch is None:
+                batch = self._buffers[key] = []
+                self._born[key] = time.monotonic()
+                if self.linger > 0:
+                    if self._lingering is None:
+                        self._lingering = threading.Thread(
+                            target=self._linger_loop, name="hqueue-producer-linger", daemon=True
+                        )
+                        self._lingering.start()
+                    self._wake.notify()
             batch.append((topic, value))
             if len(batch) < self.batch_size:
                 return
-            del self._buffers[key]
-        self._send_buffered(key, batch)
+        with self._order:
+            with self._lock:
+                batch = self._buffers.get(key)
+                if batch is None or len(batch) < self.batch_size:
+                    return  # sent meanwhile (linger, flush)
+                del self._buffers[key]
+                self._born.pop(key, None)
+            self._send_buffered(key, batch)
+
+    def _linger_loop(self) -> None:
+        """Sends put()'s batches once they are ``linger`` seconds old."""
+        while True:
+            with self._lock:
+                while True:
+                    if self._closed:
+                        return
+                    if not self._born:
+                        self._wake.wait()
+                        continue
+                    wait = min(self._born.values()) + self.linger - time.monotonic()
+                    if wait <= 0:
+                        break
+                    self._wake.wait(wait)
+            with self._order:
+                with self._lock:
+                    now = time.monotonic()
+                    ripe = [k for k, t in self._born.items() if t + self.linger <= now]
+                    batches = [(k, self._buffers.pop(k)) for k in ripe]
+                    for k in ripe:
+                        del self._born[k]
+                for key, batch in batches:
+                    try:
+                        self._send_buffered(key, batch)
+                    except HQueueError as exc:  # no caller to raise it to
+                        self._lost(len(batch), exc)
+
+    def _lost(self, count: int, error: HQueueError) -> None:
+        if self.on_delivery is not None:
+            with contextlib.suppress(Exception):
+                self.on_delivery(count, error)
+        else:
+            with self._lock:
+                self._unseen.append(error)
 
     def _send_buffered(self, key: tuple[bytes, int | None], batch: list[Any]) -> None:
         future = self.put_many(key[0], batch, key[1])
@@ -281,10 +347,12 @@ class Producer:
         """Sends what :meth:`put` buffered and waits (``timeout`` seconds, None: as long as
         it takes) until every call sent so far is answered. Raises the first error of a
         :meth:`put` batch, if there is no ``on_delivery`` to hear of it."""
-        with self._lock:
-            buffers, self._buffers = self._buffers, {}
-        for key, batch in buffers.items():
-            self._send_buffered(key, batch)
+        with self._order:
+            with self._lock:
+                buffers, self._buffers = self._buffers, {}
+                self._born.clear()
+            for key, batch in buffers.items():
+                self._send_buffered(key, batch)
         for lane in self._lanes:
             if not lane.wait_idle(timeout):
                 raise TransportError(f"calls still unanswered after {timeout} s")
@@ -305,7 +373,9 @@ class Producer:
         try:
             self.flush(timeout)
         finally:
-            self._closed = True
+            with self._lock:
+                self._closed = True
+                self._wake.notify_all()  # the linger thread ends
             for lane in self._lanes:
                 lane.close()
 
@@ -318,7 +388,9 @@ class Producer:
         else:  # leaving by an exception: what was sent is answered, the buffers dropped
             with self._lock:
                 self._buffers.clear()
-            self._closed = True
+                self._born.clear()
+                self._closed = True
+                self._wake.notify_all()
             for lane in self._lanes:
                 with contextlib.suppress(Exception):
                     lane.wait_idle(self.timeout)
