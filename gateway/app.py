@@ -24,6 +24,7 @@ from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
+from .store.memory import MemoryStore
 from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
@@ -54,7 +55,7 @@ class GatewayConfig:
     max_batch_messages: int = 100_000
     ttl_sweep_interval: float = 60.0  # seconds
     log_segment_bytes: int = SEGMENT_BYTES  # the embedded store's write-ahead log
-    store: str = "embedded"  # or hbase://HOST:PORT[?...], see gateway.store.hbase_schema
+    store: str = "embedded"  # or memory, or hbase://HOST:PORT[?...] (gateway.store.hbase_schema)
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
@@ -70,9 +71,9 @@ class GatewayConfig:
 
     @property
     def clustered(self) -> bool:
-        """Gateways over HBase with ZooKeeper form a cluster; the embedded store is one
-        machine by design, where ZooKeeper only keeps the subscription registry."""
-        return bool(self.zookeeper) and self.store != "embedded"
+        """Gateways over HBase with ZooKeeper form a cluster; the embedded and memory stores
+        are one machine by design, where ZooKeeper only keeps the subscription registry."""
+        return bool(self.zookeeper) and self.store not in ("embedded", "memory")
 
 
 class Gateway:
@@ -278,7 +279,9 @@ class _Hooks(Hooks):
 
 
 def open_store(config: GatewayConfig) -> PartitionStore:
-    """The store ``config.store`` names: ``embedded`` (default) or ``hbase://...``."""
+    """The store ``config.store`` names: ``embedded`` (default), ``memory`` or ``hbase://...``."""
+    if config.store == "memory":
+        return MemoryStore()  # nothing survives a restart: for tests and demos
     if config.store == "embedded":
         return EmbeddedStore(
             config.data_dir,

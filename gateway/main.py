@@ -21,8 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--store",
         default="embedded",
-        metavar="embedded|hbase://HOST:PORT[?OPTIONS]",
-        help="where messages live: the embedded store in --data-dir (default), or HBase "
+        metavar="embedded|memory|hbase://HOST:PORT[?OPTIONS]",
+        help="where messages live: the embedded store in --data-dir (default), memory (keeps "
+        "nothing across restarts: for tests and demos), or HBase "
         "through its Thrift1 server at HOST:PORT (options: admin=HOST:PORT of its Thrift2 "
         "server, default PORT+1; transport=buffered|framed; protocol=binary|compact; "
         "namespace=NS; pool=N; timeout=SECONDS; max_regions=N)",
@@ -220,7 +221,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("--max-pending-request-bytes must be at least --max-request-bytes")
     if args.max_request_bytes < args.max_value_bytes + 4096:
         parser.error("--max-request-bytes must exceed --max-value-bytes by at least 4096")
-    if args.store != "embedded":
+    if args.store not in ("embedded", "memory"):
         from .store.hbase_schema import HBaseAddress
 
         try:
