@@ -126,8 +126,11 @@ class _Lane:
     def _broken(self, sock: socket.socket, error: BaseException) -> None:
         """Closes ``sock`` and fails every call sent on it."""
         with self._cond:
-            if self._sock is sock:
-                self._sock = None
+            if self._sock is not sock:  # replaced already: its calls were failed then
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return
+            self._sock = None
             failed = list(self._inflight)
             self._inflight.clear()
             self._cond.notify_all()
