@@ -155,3 +155,52 @@ def test_put_batches_go_out_after_linger_or_on_flush(start_gateway: Any, queue_n
         Producer(gw.host, gw.port, linger=-1)
     assert info.value.argument == "linger"
     conn.close()
+
+
+class _TwoOwners:
+    """Stands in for the producer's router (the lead's Connection.owner): partition p is
+    owned by gateways[p % 2]."""
+
+    def __init__(self, gateways: list[Any]) -> None:
+        self.gateways = gateways
+        self.avoided: list[str] = []
+        self.forgotten: list[bytes] = []
+
+    def owner(self, queue: bytes, partition: int) -> Any:
+        return self.gateways[partition % 2]
+
+    def avoid(self, address: str) -> None:
+        self.avoided.append(address)
+
+    def forget_locations(self, queue: bytes) -> None:
+        self.forgotten.append(queue)
+
+    def close(self) -> None:
+        pass
+
+
+def test_partitions_go_to_their_owners(start_gateway: Any, queue_name: str) -> None:
+    a, b = start_gateway(), start_gateway()
+    conns = [Connection(g.host, g.port, timeout=30) for g in (a, b)]
+    for c in conns:
+        c.create_queue(queue_name, partitions=4, ttl_seconds=3600)
+    p = Producer(a.host, a.port, window=2, batch_size=10, linger=0)
+    router = p._router = _TwoOwners([a, b])  # type: ignore[assignment]
+    for i in range(40):
+        p.put(queue_name, "t", b"%d:%d" % (i % 4, i), partition=i % 4)
+    assert p.put_many(queue_name, [(b"t", b"many")], partition=3).result(timeout=30) == 1
+    p.flush(timeout=30)
+    on_a = {m.partition for m in conns[0].queue(queue_name).scan()}
+    on_b = {m.partition for m in conns[1].queue(queue_name).scan()}
+    assert on_a == {0, 2} and on_b == {1, 3}  # each partition's puts went to its owner only
+    assert [m.value for m in conns[1].queue(queue_name).scan(partitions=3)] == [
+        b"3:%d" % i for i in range(3, 40, 4)
+    ] + [b"many"]
+    b.kill()  # the owner of partitions 1 and 3 goes away
+    with pytest.raises(TransportError):
+        p.put_many(queue_name, [(b"t", b"lost")], partition=1).result(timeout=30)
+    assert router.avoided == [f"{b.host}:{b.port}"] and router.forgotten == [queue_name.encode()]
+    assert p.put_many(queue_name, [(b"t", b"fine")], partition=0).result(timeout=30) == 1
+    p.close(timeout=30)
+    for c in conns:
+        c.close()

@@ -20,8 +20,11 @@ messages once they are durable, or to the error (:class:`InvalidArgument`,
 keep it short. Errors of batches made by :meth:`Producer.put` (which hands out no future) are
 raised by the next :meth:`flush` when there is no ``on_delivery``.
 
+A partition's calls go to the gateway that owns it (the owners as
+:meth:`hqueue.Connection.owner` knows them), calls without a partition to the gateway given.
 A broken connection fails every call in flight on it with :class:`TransportError` (those
-messages may or may not have been stored); the next call opens a new connection. The
+messages may or may not have been stored), routes around that gateway for a while and reads
+the owners again; the next call opens a new connection. The
 producer speaks the binary protocol (buffered or framed transport). It is thread-safe; under
 gevent, monkey-patch first (its reader is a thread).
 """
@@ -39,7 +42,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from . import codec, fastpath
-from .client import DEFAULT_BATCH_SIZE, DEFAULT_HOST, DEFAULT_PORT, Bytes, _bytes, _int
+from .client import DEFAULT_BATCH_SIZE, DEFAULT_HOST, DEFAULT_PORT, Bytes, Connection, _bytes, _int
 from .errors import HQueueError, InvalidArgument, TransportError
 
 DeliveryCallback = Callable[[int, "BaseException | None"], None]
@@ -48,9 +51,11 @@ DeliveryCallback = Callable[[int, "BaseException | None"], None]
 class _Lane:
     """One connection: calls go out in order, a reader thread matches answers to them."""
 
-    def __init__(self, producer: Producer, index: int) -> None:
+    def __init__(self, producer: Producer, index: int, host: str, port: int) -> None:
         self.producer = producer
         self.index = index
+        self.host = host
+        self.port = port
         self._send_lock = threading.Lock()
         self._cond = threading.Condition()
         self._slots = threading.BoundedSemaphore(producer.window)
@@ -61,9 +66,12 @@ class _Lane:
     def _open(self) -> socket.socket:
         p = self.producer
         try:
-            sock = socket.create_connection((p.host, p.port), timeout=p.timeout)
+            sock = socket.create_connection((self.host, self.port), timeout=p.timeout)
         except OSError as exc:
-            raise TransportError(f"cannot connect to gateway at {p.host}:{p.port}: {exc}") from exc
+            p._unreachable(self)
+            raise TransportError(
+                f"cannot connect to gateway at {self.host}:{self.port}: {exc}"
+            ) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._generation += 1
         reader = threading.Thread(
@@ -79,7 +87,7 @@ class _Lane:
     def send(self, method: str, request: bytes, count: int, future: Future[int]) -> None:
         p = self.producer
         if not self._slots.acquire(timeout=p.timeout):
-            raise TransportError(f"no answer from {p.host}:{p.port} within {p.timeout} s")
+            raise TransportError(f"no answer from {self.host}:{self.port} within {p.timeout} s")
         try:
             with self._send_lock:
                 sock = self._sock or self._open()
@@ -89,7 +97,7 @@ class _Lane:
                 try:
                     sock.sendall(fastpath.frame(request) if p.framed else request)
                 except OSError as exc:
-                    self._broken(sock, TransportError(f"{method} to {p.host}:{p.port}: {exc}"))
+                    self._broken(sock, TransportError(f"{method} to {self.address}: {exc}"))
         except BaseException:
             if not future.done():  # never sent: nobody else will answer for it
                 self._slots.release()
@@ -110,7 +118,7 @@ class _Lane:
             except (OSError, EOFError, ValueError) as exc:
                 if self._sock is not sock:
                     return
-                self._broken(sock, TransportError(f"{method} on {p.host}:{p.port}: {exc}"))
+                self._broken(sock, TransportError(f"{method} on {self.address}: {exc}"))
                 return
             except Exception as exc:  # an answer: the gateway refused this call
                 error = fastpath.mapped(method, exc)
@@ -123,8 +131,9 @@ class _Lane:
             self._slots.release()
             p._delivered(future, count, error)
 
-    def _broken(self, sock: socket.socket, error: BaseException) -> None:
-        """Closes ``sock`` and fails every call sent on it."""
+    def _broken(self, sock: socket.socket, error: BaseException, lost: bool = True) -> None:
+        """Closes ``sock`` and fails every call sent on it; ``lost``: the gateway dropped it
+        (rather than we closing it), so routing goes around it for a while."""
         with self._cond:
             if self._sock is not sock:  # replaced already: its calls were failed then
                 with contextlib.suppress(OSError):
@@ -134,11 +143,17 @@ class _Lane:
             failed = list(self._inflight)
             self._inflight.clear()
             self._cond.notify_all()
+        if lost:
+            self.producer._unreachable(self)
         with contextlib.suppress(OSError):
             sock.close()
         for future, count, _, _ in failed:
             self._slots.release()
             self.producer._delivered(future, count, error)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
     def wait_idle(self, timeout: float | None) -> bool:
         with self._cond:
@@ -148,7 +163,7 @@ class _Lane:
         with self._send_lock:
             sock = self._sock
             if sock is not None:
-                self._broken(sock, TransportError("the producer was closed"))
+                self._broken(sock, TransportError("the producer was closed"), lost=False)
 
 
 class Producer:
@@ -186,8 +201,16 @@ class Producer:
         self.framed = framed
         self.timeout = timeout
         self.on_delivery = on_delivery
-        self._lanes = [_Lane(self, i) for i in range(connections)]
+        self.connections = connections
+        # lanes per gateway address: the one given, and the owners of partitions put to
+        self._by_address: dict[str, list[_Lane]] = {}
+        self._lanes = self._lanes_of(host, port)
         self._spread = itertools.count()
+        # partition owners, as the lead's Connection knows them (getQueueLocations, cached);
+        # a Connection is one thread's at a time: lookups hold _route_lock
+        self._router = Connection(host, port, framed=framed, timeout=timeout)
+        self._route_lock = threading.Lock()
+        self._routed: set[bytes] = set()  # queues whose owners were looked up
         self._lock = threading.Lock()
         self._buffers: dict[tuple[bytes, int | None], list[Any]] = {}
         self._unseen: list[BaseException] = []  # put() batches' errors for flush()
@@ -202,13 +225,38 @@ class Producer:
     def __repr__(self) -> str:
         return f"<hqueue.Producer {self.host}:{self.port} window={self.window}>"
 
+    def _lanes_of(self, host: str, port: int) -> list[_Lane]:
+        address = f"{host}:{port}"
+        lanes = self._by_address.get(address)
+        if lanes is None:
+            base = len(self._by_address) * self.connections
+            lanes = [_Lane(self, base + i, host, port) for i in range(self.connections)]
+            self._by_address[address] = lanes
+        return lanes
+
     def _lane(self, queue: bytes, partition: int | None) -> _Lane:
-        n = len(self._lanes)
-        if n == 1:
-            return self._lanes[0]
         if partition is None:  # a random partition anyway: spread the calls
-            return self._lanes[next(self._spread) % n]
-        return self._lanes[hash((queue, partition)) % n]  # keeps a partition's order
+            lanes = self._lanes
+            return lanes[next(self._spread) % len(lanes)]
+        # A partition's puts go to its owner, as Queue.put_many routes them (a gateway that
+        # does not own it forwards them, one hop more); a partition always takes one lane
+        # of that owner, so its order is kept
+        with self._route_lock:
+            self._routed.add(queue)
+            try:
+                owner = self._router.owner(queue, partition)
+                lanes = self._lanes_of(owner.host, owner.port)
+            except HQueueError:
+                lanes = self._lanes  # the map is unknown now: the gateway given forwards
+        return lanes[hash((queue, partition)) % len(lanes)]
+
+    def _unreachable(self, lane: _Lane) -> None:
+        """A gateway refused a connection or dropped one: route around it for a while and
+        read the partition owners again."""
+        with self._route_lock:
+            self._router.avoid(lane.address)
+            for queue in self._routed:
+                self._router.forget_locations(queue)
 
     def _delivered(self, future: Future[int], count: int, error: BaseException | None) -> None:
         if error is None:
@@ -356,13 +404,17 @@ class Producer:
                 self._born.clear()
             for key, batch in buffers.items():
                 self._send_buffered(key, batch)
-        for lane in self._lanes:
+        for lane in self._all_lanes():
             if not lane.wait_idle(timeout):
                 raise TransportError(f"calls still unanswered after {timeout} s")
         with self._lock:
             unseen, self._unseen = self._unseen, []
         if unseen:
             raise unseen[0]
+
+    def _all_lanes(self) -> list[_Lane]:
+        with self._route_lock:
+            return [lane for lanes in self._by_address.values() for lane in lanes]
 
     def pending(self) -> int:
         """Messages buffered by :meth:`put`, not sent yet."""
@@ -379,8 +431,9 @@ class Producer:
             with self._lock:
                 self._closed = True
                 self._wake.notify_all()  # the linger thread ends
-            for lane in self._lanes:
+            for lane in self._all_lanes():
                 lane.close()
+            self._router.close()
 
     def __enter__(self) -> Producer:
         return self
@@ -394,7 +447,8 @@ class Producer:
                 self._born.clear()
                 self._closed = True
                 self._wake.notify_all()
-            for lane in self._lanes:
+            for lane in self._all_lanes():
                 with contextlib.suppress(Exception):
                     lane.wait_idle(self.timeout)
                 lane.close()
+            self._router.close()
