@@ -15,10 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
+from gevent.pywsgi import WSGIServer
 from hqueue.protocol import hqueue_thrift
 
 from .boundary import GatewayProcessor
 from .cluster.member import Hooks
+from .httpd import metrics_app, serve_wsgi
+from .metrics import GatewayStats
+from .monitor import Monitor
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
@@ -69,6 +73,11 @@ class GatewayConfig:
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
 
+    # -- operating it (issue 15, sections 1-2): HTTP listeners on --host, None = off
+    metrics_port: int | None = None  # Prometheus text at /metrics
+    console_port: int | None = None  # the web console and its /api/
+    stats_interval: float = 10.0  # seconds between samples of lag and rates
+
     @property
     def clustered(self) -> bool:
         """Gateways over HBase with ZooKeeper form a cluster; the embedded and memory stores
@@ -88,6 +97,9 @@ class Gateway:
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
         self.server: ThriftServer | None = None
+        self.stats: GatewayStats | None = None
+        self.monitor: Monitor | None = None
+        self.http: dict[str, WSGIServer] = {}  # "metrics" / "console" -> listener
         self.cluster: ClusterMember | None = None
         self.forwarder: Forwarder | None = None
         self.namespace_lease: NamespaceLease | None = None
@@ -103,6 +115,11 @@ class Gateway:
             # should arrive before the service can answer it
             registry = self._registry()
             self.push = WorkerManager(self.store, registry, self.config.push)
+            if self.config.metrics_port is not None or self.config.console_port is not None:
+                self.stats = GatewayStats()
+                self.push.stats = self.stats
+                if isinstance(self.store, EmbeddedStore):
+                    self.store.on_log_sync = self.stats.log_synced
             self.server = ThriftServer(
                 None,
                 self.config.host,
@@ -149,7 +166,11 @@ class Gateway:
                 self._join_cluster(thrift, advertise)
             self.push.start()
             self.server.processor = processor
+            if self.stats is not None:
+                self.service.stats = processor.stats = self.stats
+                self._start_http()
         except Exception:
+            self._stop_http()
             if self.server is not None:
                 self.server.stop(grace=0)
             if self.cluster is not None:
@@ -175,6 +196,7 @@ class Gateway:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self._stop_http()
         if self.cluster is not None:
             # hand every partition over while still serving: in-flight puts finish here,
             # later ones are forwarded to the new owners
@@ -191,6 +213,46 @@ class Gateway:
         self.store.stop()
         log.info("stopped")
 
+    def _start_http(self) -> None:
+        """The monitor, then the metrics and console listeners that read it."""
+        assert self.stats is not None and self.service is not None and self.server is not None
+        service, server, stats = self.service, self.server, self.stats
+        self.monitor = Monitor(
+            self.store, stats, lambda: service.subscriptions, interval=self.config.stats_interval
+        )
+        self.monitor.start()
+        if self.config.metrics_port is not None:
+
+            def gauges() -> dict[str, object]:
+                queues = {m.name: m.partitions for m in self.store.list_queues()}
+                if self.cluster is not None:  # what this member owns right now
+                    for name in queues:
+                        stats.set_partitions_owned(name, len(self.cluster.owned(name)))
+                return {
+                    "queues": queues,
+                    "open_scanners": len(self.scanners),
+                    "open_connections": server.open_connections,
+                    "connections_accepted": server.accepted,
+                }
+
+            self.http["metrics"] = serve_wsgi(
+                metrics_app(stats, gauges), self.config.host, self.config.metrics_port, "metrics"
+            )
+        if self.config.console_port is not None:
+            from .console import create_app
+            from .console.data import ConsoleData
+
+            app = create_app(ConsoleData(service, stats, self.monitor))
+            self.http["console"] = serve_wsgi(
+                app, self.config.host, self.config.console_port, "the console"
+            )
+
+    def _stop_http(self) -> None:
+        for server in self.http.values():
+            server.stop(timeout=2)
+        self.http.clear()
+        if self.monitor is not None:
+            self.monitor.stop()
     def _guard_namespace(self, advertise: str) -> None:
         """Over HBase: a lone gateway leases its namespace; a cluster marks it (never two
         writers that do not know of each other)."""

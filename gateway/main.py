@@ -146,6 +146,28 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often push progress is written to the registry (default %(default)s)",
     )
+    ops = p.add_argument_group("operating it (HTTP on --host; off unless a port is given)")
+    ops.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)",
+    )
+    ops.add_argument(
+        "--console-port",
+        type=int,
+        metavar="PORT",
+        help="serve the web console and its /api/ at http://HOST:PORT/ (0: any free port); "
+        "anyone who reaches it may administer queues",
+    )
+    ops.add_argument(
+        "--stats-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often subscriber lag and queue rates are sampled for metrics and the "
+        "console (default %(default)s)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     guard = p.add_argument_group("limits against hostile or broken clients")
     guard.add_argument(
@@ -198,6 +220,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_timeout",
         "push_backoff_max",
         "checkpoint_interval",
+        "stats_interval",
         "request_timeout",
         "send_timeout",
         "cluster_move_wait",
@@ -217,6 +240,10 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ("metrics_port", "console_port"):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value < 65536:
+            parser.error(f"--{name.replace('_', '-')} must be 0..65535, got {value}")
     if args.max_pending_request_bytes < args.max_request_bytes:
         parser.error("--max-pending-request-bytes must be at least --max-request-bytes")
     if args.max_request_bytes < args.max_value_bytes + 4096:
@@ -284,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ),
             checkpoint_interval=args.checkpoint_interval,
         ),
+        metrics_port=args.metrics_port,
+        console_port=args.console_port,
+        stats_interval=args.stats_interval,
         request_timeout=args.request_timeout,
         max_pending_request_bytes=args.max_pending_request_bytes,
         send_timeout=args.send_timeout,

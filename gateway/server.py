@@ -70,6 +70,11 @@ class ThriftServer:
         self._server = StreamServer((host, port), self._handle)
         self.pending = PendingBudget(wire.max_pending_bytes)
         self._connections: set[socket.socket] = set()
+        self.accepted = 0  # connections accepted since start (a metric)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
         # Called with a connection's Peer once it is gone (the gateway closes its scanners).
         self.on_close: Callable[[peer.Peer], object] | None = None
 
@@ -129,6 +134,7 @@ class ThriftServer:
             self.processor.process_put if getattr(self.processor, "fast_puts", False) else None
         )
         self._connections.add(sock)
+        self.accepted += 1
         try:
             while True:
                 message, method = reader.next_message()

@@ -42,7 +42,7 @@ import os
 import struct
 import time
 from collections import OrderedDict, deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -160,12 +160,15 @@ class _Layout(NamedTuple):
 class _Group:
     """Writes applied since the last log sync began; they become durable together."""
 
-    __slots__ = ("dirty", "done", "error", "floors")
+    __slots__ = ("began", "dirty", "done", "error", "floors", "messages", "puts")
 
     def __init__(self) -> None:
         self.done = gevent.event.Event()
         self.dirty = False
         self.error: BaseException | None = None
+        self.puts = 0  # put calls in the group, and their messages (metrics)
+        self.messages = 0
+        self.began = 0.0  # time.perf_counter() when its sync started
         # (column family, partition) -> the lowest key of this group in that partition
         self.floors: dict[tuple[str, int], bytes] = {}
 
@@ -234,6 +237,8 @@ class EmbeddedStore(PartitionStore):
         self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]
         self._log_group = _Group()  # puts since the running log sync began
         self._log_flushing: _Group | None = None  # the puts the running log sync covers
+        # called after each log sync: (puts, messages, seconds, failed); set by the metrics
+        self.on_log_sync: Callable[[int, int, float, bool], None] | None = None
         self._written: dict[str, None] = {}  # families written in the active log segment
         self._rows: dict[str, int] = {}  # family -> rows put since start (and replayed)
         # full log segments, oldest first: (last LSN, {family written: its _rows at the end})
@@ -481,6 +486,8 @@ class EmbeddedStore(PartitionStore):
             self._written[name] = None
             self._rows[name] = self._rows.get(name, 0) + count
         group.dirty = True
+        group.puts += 1
+        group.messages += sum(count for _, count in names)
         if self._log_flushing is None:
             self._kick_log_sync()
         # The sync runs on its own thread while the memtable fills here.
@@ -602,6 +609,7 @@ class EmbeddedStore(PartitionStore):
         group = self._log_group
         self._log_group = _Group()
         self._log_flushing = group
+        group.began = time.perf_counter()
         self._syncer.kick(self._wal.take_unsynced())
 
     def _log_sync_loop(self) -> None:
@@ -618,6 +626,10 @@ class EmbeddedStore(PartitionStore):
             if err:
                 log.error("write-ahead log sync failed: %s", os.strerror(err))
                 group.error = OSError(err, os.strerror(err))
+            if self.on_log_sync is not None:
+                self.on_log_sync(
+                    group.puts, group.messages, time.perf_counter() - group.began, bool(err)
+                )
             group.done.set()
             if self._log_group.dirty:
                 self._kick_log_sync()

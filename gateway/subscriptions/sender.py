@@ -27,6 +27,7 @@ from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from .._wirecheck import encode_messages_reply
+from ..metrics import PushCounters
 from ..store.base import Row
 from ..wire import MessageReader, RequestLimits
 from .scanner import Id, MessageBuffer
@@ -84,6 +85,7 @@ class MessageSender:
         self.acked = acked  # the last MessageID the subscriber acknowledged
         self.options = options
         self.delivered = 0  # messages acknowledged by this sender
+        self.counters: PushCounters | None = None  # the gateway's metrics, when they run
         self._client: Any = None
         self._thrift = subscriber_thrift()
 
@@ -116,6 +118,8 @@ class MessageSender:
             except Exception as exc:  # transport errors, timeouts, refused connections
                 self._close()
                 problem = f"{type(exc).__name__}: {exc}"
+            if self.counters is not None:
+                self.counters.retries += 1
             delay = min(self.options.backoff_max, self.options.backoff_initial * 2**attempt)
             attempt += 1
             log_at = logging.WARNING if attempt in (1, 10) or attempt % 100 == 0 else logging.DEBUG
@@ -129,6 +133,9 @@ class MessageSender:
         last = rows[-1]
         self.acked = (last[0], last[1])
         self.delivered += len(rows)
+        if self.counters is not None:
+            self.counters.delivered_messages += len(rows)
+            self.counters.delivered_batches += 1
 
     def _connect(self) -> tuple[socket.socket, MessageReader]:
         sock = socket.create_connection((self.host, self.port), timeout=self.options.timeout)

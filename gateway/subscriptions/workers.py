@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import gevent
 import gevent.event
 
+from ..metrics import GatewayStats
 from ..store.base import PartitionStore, QueueMeta
 from .checkpoint import CheckpointUpdater
 from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
@@ -153,6 +154,7 @@ class WorkerManager:
         self._dirty: set[tuple[str | None, str | None]] = set()
         self._kick = gevent.event.Event()
         self._loop: gevent.Greenlet | None = None
+        self.stats: GatewayStats | None = None  # set when metrics run: deliveries, retries
 
     def start(self) -> None:
         self.registry.start(self.changed)
@@ -259,6 +261,10 @@ class WorkerManager:
             self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key)
         )
         self._runs[key] = new
+        if self.stats is not None:
+            counters = self.stats.subscriber(queue, name)
+            for worker in new.workers.values():
+                worker.sender.counters = counters
         for p, worker in new.workers.items():
             self._wakers.setdefault((queue, p), []).append(worker.wake)
         new.start()
