@@ -62,6 +62,7 @@ from rocksdict import (
 
 from .. import rowkey
 from .._wal import Syncer, put_wal_cells, wal_cells
+from .._wirecheck import scan_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
@@ -81,6 +82,7 @@ _BLOCK = struct.Struct("<HI")
 # How many rows one scan call may look at before it hands control back (topic filters can
 # skip many rows; the event loop must keep serving meanwhile).
 MAX_EXAMINED_PER_SCAN = 4096
+_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_cells' statuses (2, 3: limit, budget)
 # Column families (regions) one queue gets at most; more partitions share them. RocksDB
 # rewrites its whole OPTIONS file for every family it creates or drops, so the families of all
 # queues together are capped too: past FAMILY_BUDGET a new queue gets one family (creating a
@@ -533,27 +535,22 @@ class EmbeddedStore(PartitionStore):
         if items is None:
             items = self._iterate(cf, start, upper, reverse)
         rows: list[Row] = []
-        append = rows.append
-        unpack = _KEY.unpack
         size = 0
         budget = MAX_EXAMINED_PER_SCAN
+        wanted = topics if topics is None or isinstance(topics, (set, frozenset)) else set(topics)
         while True:
-            for key, cell in items:
-                if key < lower or key >= upper:  # lower: rocksdict ignores iterate_lower_bound
-                    return ScanResult(rows, None, size)
-                n = cell[0] + 1
-                topic = cell[1:n]
-                if topics is None or topic in topics:
-                    _, ts, seq = unpack(key)
-                    append((ts, seq, topic, cell[n:]))
-                    size += len(cell)
-                    if len(rows) >= limit or size >= max_bytes:
-                        self._cursors.keep(slot, key if reverse else key + b"\x00", items)
-                        return ScanResult(rows, key, size)
-                budget -= 1
-                if not budget:
-                    self._cursors.keep(slot, key if reverse else key + b"\x00", items)
-                    return ScanResult(rows, key, size)
+            # the per-row loop runs in C (gateway/_wirecheck.c, scan_cells): bounds (lower,
+            # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
+            status, key, added, budget = scan_cells(
+                items, lower, upper, wanted, limit, budget, rows, max_bytes - size
+            )
+            size += added
+            if status == _SCAN_OUT_OF_RANGE:
+                return ScanResult(rows, None, size)
+            if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
+                assert key is not None
+                self._cursors.keep(slot, key if reverse else key + b"\x00", items)
+                return ScanResult(rows, key, size)
             if not kept:
                 return ScanResult(rows, None, size)
             # A kept iterator sees the store as it was when it was made: its end is not the

@@ -12,10 +12,12 @@ The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.error
 """
 
 from .batch import Batch
-from .client import Connection, Message, MessageID, Queue, QueueInfo
+from .client import Connection, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
+from .message import Message, MessageID
 from .pool import ConnectionPool
 from .tls import TLS
+from .producer import Producer
 
 __version__ = "0.1.0"
 
@@ -29,6 +31,7 @@ __all__ = [
     "Message",
     "MessageID",
     "PoolTimeout",
+    "Producer",
     "Queue",
     "QueueInfo",
     "ServerError",
