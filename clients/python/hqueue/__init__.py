@@ -16,8 +16,8 @@ from .client import Connection, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
 from .message import Message, MessageID
 from .pool import ConnectionPool
-from .tls import TLS
 from .producer import Producer
+from .tls import TLS
 
 __version__ = "0.1.0"
 

@@ -35,8 +35,8 @@ from thriftpy2.transport import TTransportException
 from . import codec, fastpath, protocol
 from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
-from .tls import TLSOption, client_context
 from .message import Message, MessageID
+from .tls import TLSOption, client_context
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190
