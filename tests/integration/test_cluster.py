@@ -122,8 +122,10 @@ class Producer:
     thread: threading.Thread | None = None
     last_ok: dict[int, float] = field(default_factory=dict)  # partition -> monotonic time
 
+    crash: BaseException | None = None  # anything but the client's own errors ends it
+
     def start(self) -> Producer:
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._guarded, daemon=True)
         self.thread.start()
         return self
 
@@ -132,6 +134,13 @@ class Producer:
         assert self.thread is not None
         self.thread.join(60)
         assert not self.thread.is_alive(), f"producer {self.name} hangs"
+        assert self.crash is None, f"producer {self.name} died: {self.crash!r}"
+
+    def _guarded(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.crash = exc
 
     def _run(self) -> None:
         host, _, port = self.address.rpartition(":")

@@ -492,15 +492,15 @@ class Queue:
         conn = self.connection
         method = "putMessages" if partition is None else "putMessagesWithPid"
         target = conn if partition is None else conn.owner(self.name, partition)
-        ch = fastpath.channel(target)
-        if ch is None:  # not a socket client (a test's stand-in): decode and go generic
-            args = fastpath.generic_args(method, request)
-            if partition is None:
-                conn.call(method, self.name, args.tMessages)
-            else:
-                self._routed(method, partition, args.tMessages)
-            return
         try:
+            ch = fastpath.channel(target)  # connects: a dead owner fails here (routed around)
+            if ch is None:  # not a socket client (a test's stand-in): decode and go generic
+                args = fastpath.generic_args(method, request)
+                if partition is None:
+                    conn.call(method, self.name, args.tMessages)
+                else:
+                    self._routed(method, partition, args.tMessages)
+                return
             fastpath.call(target, ch, method, request, fastpath.void_reply)
         except TransportError:
             if partition is not None:
