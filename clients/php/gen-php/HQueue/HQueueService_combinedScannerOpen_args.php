@@ -100,13 +100,13 @@ class HQueueService_combinedScannerOpen_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->partitionIDs = array();
-                        $_size72 = 0;
-                        $_etype75 = 0;
-                        $xfer += $input->readListBegin($_etype75, $_size72);
-                        for ($_i76 = 0; $_i76 < $_size72; ++$_i76) {
-                            $elem77 = null;
-                            $xfer += $input->readI16($elem77);
-                            $this->partitionIDs []= $elem77;
+                        $_size95 = 0;
+                        $_etype98 = 0;
+                        $xfer += $input->readListBegin($_etype98, $_size95);
+                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
+                            $elem100 = null;
+                            $xfer += $input->readI16($elem100);
+                            $this->partitionIDs []= $elem100;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -146,8 +146,8 @@ class HQueueService_combinedScannerOpen_args
             }
             $xfer += $output->writeFieldBegin('partitionIDs', TType::LST, 2);
             $output->writeListBegin(TType::I16, count($this->partitionIDs));
-            foreach ($this->partitionIDs as $iter78) {
-                $xfer += $output->writeI16($iter78);
+            foreach ($this->partitionIDs as $iter101) {
+                $xfer += $output->writeI16($iter101);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -129,16 +129,16 @@ class HQueueService_createQueue_args
                 case 4:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size79 = 0;
-                        $_ktype80 = 0;
-                        $_vtype81 = 0;
-                        $xfer += $input->readMapBegin($_ktype80, $_vtype81, $_size79);
-                        for ($_i83 = 0; $_i83 < $_size79; ++$_i83) {
-                            $key84 = '';
-                            $val85 = '';
-                            $xfer += $input->readString($key84);
-                            $xfer += $input->readString($val85);
-                            $this->config[$key84] = $val85;
+                        $_size102 = 0;
+                        $_ktype103 = 0;
+                        $_vtype104 = 0;
+                        $xfer += $input->readMapBegin($_ktype103, $_vtype104, $_size102);
+                        for ($_i106 = 0; $_i106 < $_size102; ++$_i106) {
+                            $key107 = '';
+                            $val108 = '';
+                            $xfer += $input->readString($key107);
+                            $xfer += $input->readString($val108);
+                            $this->config[$key107] = $val108;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -180,9 +180,9 @@ class HQueueService_createQueue_args
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 4);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter86 => $viter87) {
-                $xfer += $output->writeString($kiter86);
-                $xfer += $output->writeString($viter87);
+            foreach ($this->config as $kiter109 => $viter110) {
+                $xfer += $output->writeString($kiter109);
+                $xfer += $output->writeString($viter110);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

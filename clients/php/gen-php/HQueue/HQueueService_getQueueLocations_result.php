@@ -94,13 +94,13 @@ class HQueueService_getQueueLocations_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size65 = 0;
-                        $_etype68 = 0;
-                        $xfer += $input->readListBegin($_etype68, $_size65);
-                        for ($_i69 = 0; $_i69 < $_size65; ++$_i69) {
-                            $elem70 = null;
-                            $xfer += $input->readString($elem70);
-                            $this->success []= $elem70;
+                        $_size88 = 0;
+                        $_etype91 = 0;
+                        $xfer += $input->readListBegin($_etype91, $_size88);
+                        for ($_i92 = 0; $_i92 < $_size88; ++$_i92) {
+                            $elem93 = null;
+                            $xfer += $input->readString($elem93);
+                            $this->success []= $elem93;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -143,8 +143,8 @@ class HQueueService_getQueueLocations_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRING, count($this->success));
-            foreach ($this->success as $iter71) {
-                $xfer += $output->writeString($iter71);
+            foreach ($this->success as $iter94) {
+                $xfer += $output->writeString($iter94);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_listQueues_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size88 = 0;
-                        $_etype91 = 0;
-                        $xfer += $input->readListBegin($_etype91, $_size88);
-                        for ($_i92 = 0; $_i92 < $_size88; ++$_i92) {
-                            $elem93 = null;
-                            $elem93 = new \HQueue\TQueueInfo();
-                            $xfer += $elem93->read($input);
-                            $this->success []= $elem93;
+                        $_size111 = 0;
+                        $_etype114 = 0;
+                        $xfer += $input->readListBegin($_etype114, $_size111);
+                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
+                            $elem116 = null;
+                            $elem116 = new \HQueue\TQueueInfo();
+                            $xfer += $elem116->read($input);
+                            $this->success []= $elem116;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listQueues_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter94) {
-                $xfer += $iter94->write($output);
+            foreach ($this->success as $iter117) {
+                $xfer += $iter117->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

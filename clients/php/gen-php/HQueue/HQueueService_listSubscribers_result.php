@@ -95,14 +95,14 @@ class HQueueService_listSubscribers_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size95 = 0;
-                        $_etype98 = 0;
-                        $xfer += $input->readListBegin($_etype98, $_size95);
-                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
-                            $elem100 = null;
-                            $elem100 = new \HQueue\TSubscriberInfo();
-                            $xfer += $elem100->read($input);
-                            $this->success []= $elem100;
+                        $_size118 = 0;
+                        $_etype121 = 0;
+                        $xfer += $input->readListBegin($_etype121, $_size118);
+                        for ($_i122 = 0; $_i122 < $_size118; ++$_i122) {
+                            $elem123 = null;
+                            $elem123 = new \HQueue\TSubscriberInfo();
+                            $xfer += $elem123->read($input);
+                            $this->success []= $elem123;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listSubscribers_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter101) {
-                $xfer += $iter101->write($output);
+            foreach ($this->success as $iter124) {
+                $xfer += $iter124->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_messageScannerGetList_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size44 = 0;
-                        $_etype47 = 0;
-                        $xfer += $input->readListBegin($_etype47, $_size44);
-                        for ($_i48 = 0; $_i48 < $_size44; ++$_i48) {
-                            $elem49 = null;
-                            $elem49 = new \HQueue\TMessage();
-                            $xfer += $elem49->read($input);
-                            $this->success []= $elem49;
+                        $_size67 = 0;
+                        $_etype70 = 0;
+                        $xfer += $input->readListBegin($_etype70, $_size67);
+                        for ($_i71 = 0; $_i71 < $_size67; ++$_i71) {
+                            $elem72 = null;
+                            $elem72 = new \HQueue\TMessage();
+                            $xfer += $elem72->read($input);
+                            $this->success []= $elem72;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_messageScannerGetList_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter50) {
-                $xfer += $iter50->write($output);
+            foreach ($this->success as $iter73) {
+                $xfer += $iter73->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

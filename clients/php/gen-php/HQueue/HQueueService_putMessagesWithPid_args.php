@@ -107,14 +107,14 @@ class HQueueService_putMessagesWithPid_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size58 = 0;
-                        $_etype61 = 0;
-                        $xfer += $input->readListBegin($_etype61, $_size58);
-                        for ($_i62 = 0; $_i62 < $_size58; ++$_i62) {
-                            $elem63 = null;
-                            $elem63 = new \HQueue\TMessage();
-                            $xfer += $elem63->read($input);
-                            $this->tMessages []= $elem63;
+                        $_size81 = 0;
+                        $_etype84 = 0;
+                        $xfer += $input->readListBegin($_etype84, $_size81);
+                        for ($_i85 = 0; $_i85 < $_size81; ++$_i85) {
+                            $elem86 = null;
+                            $elem86 = new \HQueue\TMessage();
+                            $xfer += $elem86->read($input);
+                            $this->tMessages []= $elem86;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_putMessagesWithPid_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter64) {
-                $xfer += $iter64->write($output);
+            foreach ($this->tMessages as $iter87) {
+                $xfer += $iter87->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

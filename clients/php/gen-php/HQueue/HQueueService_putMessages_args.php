@@ -88,14 +88,14 @@ class HQueueService_putMessages_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size51 = 0;
-                        $_etype54 = 0;
-                        $xfer += $input->readListBegin($_etype54, $_size51);
-                        for ($_i55 = 0; $_i55 < $_size51; ++$_i55) {
-                            $elem56 = null;
-                            $elem56 = new \HQueue\TMessage();
-                            $xfer += $elem56->read($input);
-                            $this->tMessages []= $elem56;
+                        $_size74 = 0;
+                        $_etype77 = 0;
+                        $xfer += $input->readListBegin($_etype77, $_size74);
+                        for ($_i78 = 0; $_i78 < $_size74; ++$_i78) {
+                            $elem79 = null;
+                            $elem79 = new \HQueue\TMessage();
+                            $xfer += $elem79->read($input);
+                            $this->tMessages []= $elem79;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -127,8 +127,8 @@ class HQueueService_putMessages_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 2);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter57) {
-                $xfer += $iter57->write($output);
+            foreach ($this->tMessages as $iter80) {
+                $xfer += $iter80->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

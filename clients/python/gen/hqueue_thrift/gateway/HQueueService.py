@@ -256,6 +256,82 @@ class Iface(object):
         """
         pass
 
+    def putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        pass
+
+    def findMessagesByKey(self, queueName, key, limit):
+        """
+        Messages put with this key, newest first, from every partition, within the queue's TTL.
+
+        Parameters:
+         - queueName
+         - key
+         - limit
+
+        """
+        pass
+
+    def resetSubscriber(self, queueName, subscriberName, timestampMs):
+        """
+        Moves every partition's checkpoint to just before the first message at or after
+        timestampMs (forwards or backwards); live workers continue from there at once.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - timestampMs
+
+        """
+        pass
+
+    def pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+        an empty list after maxWaitMs. A pull joins or renews the member.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        pass
+
+    def ackMessages(self, queueName, subscriberName, memberID, upTo):
+        """
+        Commits checkpoints up to and including each partition's startMessageID.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        pass
+
+    def replayDeadLetters(self, queueName, subscriberName):
+        """
+        Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        pass
+
 
 class Client(Iface):
     def __init__(self, iprot, oprot=None):
@@ -1142,6 +1218,260 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "listSubscribers failed: unknown result")
 
+    def putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        self.send_putMessagesReturningIds(queueName, partitionID, tMessages)
+        return self.recv_putMessagesReturningIds()
+
+    def send_putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        self._oprot.writeMessageBegin('putMessagesReturningIds', TMessageType.CALL, self._seqid)
+        args = putMessagesReturningIds_args()
+        args.queueName = queueName
+        args.partitionID = partitionID
+        args.tMessages = tMessages
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_putMessagesReturningIds(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = putMessagesReturningIds_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "putMessagesReturningIds failed: unknown result")
+
+    def findMessagesByKey(self, queueName, key, limit):
+        """
+        Messages put with this key, newest first, from every partition, within the queue's TTL.
+
+        Parameters:
+         - queueName
+         - key
+         - limit
+
+        """
+        self.send_findMessagesByKey(queueName, key, limit)
+        return self.recv_findMessagesByKey()
+
+    def send_findMessagesByKey(self, queueName, key, limit):
+        self._oprot.writeMessageBegin('findMessagesByKey', TMessageType.CALL, self._seqid)
+        args = findMessagesByKey_args()
+        args.queueName = queueName
+        args.key = key
+        args.limit = limit
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_findMessagesByKey(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = findMessagesByKey_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "findMessagesByKey failed: unknown result")
+
+    def resetSubscriber(self, queueName, subscriberName, timestampMs):
+        """
+        Moves every partition's checkpoint to just before the first message at or after
+        timestampMs (forwards or backwards); live workers continue from there at once.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - timestampMs
+
+        """
+        self.send_resetSubscriber(queueName, subscriberName, timestampMs)
+        self.recv_resetSubscriber()
+
+    def send_resetSubscriber(self, queueName, subscriberName, timestampMs):
+        self._oprot.writeMessageBegin('resetSubscriber', TMessageType.CALL, self._seqid)
+        args = resetSubscriber_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.timestampMs = timestampMs
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_resetSubscriber(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = resetSubscriber_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+        an empty list after maxWaitMs. A pull joins or renews the member.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        self.send_pullMessages(queueName, subscriberName, memberID, maxMessages, maxWaitMs)
+        return self.recv_pullMessages()
+
+    def send_pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        self._oprot.writeMessageBegin('pullMessages', TMessageType.CALL, self._seqid)
+        args = pullMessages_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.maxMessages = maxMessages
+        args.maxWaitMs = maxWaitMs
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_pullMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = pullMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "pullMessages failed: unknown result")
+
+    def ackMessages(self, queueName, subscriberName, memberID, upTo):
+        """
+        Commits checkpoints up to and including each partition's startMessageID.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        self.send_ackMessages(queueName, subscriberName, memberID, upTo)
+        self.recv_ackMessages()
+
+    def send_ackMessages(self, queueName, subscriberName, memberID, upTo):
+        self._oprot.writeMessageBegin('ackMessages', TMessageType.CALL, self._seqid)
+        args = ackMessages_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.upTo = upTo
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_ackMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = ackMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def replayDeadLetters(self, queueName, subscriberName):
+        """
+        Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        self.send_replayDeadLetters(queueName, subscriberName)
+        return self.recv_replayDeadLetters()
+
+    def send_replayDeadLetters(self, queueName, subscriberName):
+        self._oprot.writeMessageBegin('replayDeadLetters', TMessageType.CALL, self._seqid)
+        args = replayDeadLetters_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_replayDeadLetters(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = replayDeadLetters_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "replayDeadLetters failed: unknown result")
+
 
 class Processor(Iface, TProcessor):
     def __init__(self, handler):
@@ -1170,6 +1500,12 @@ class Processor(Iface, TProcessor):
         self._processMap["addSubscriber"] = Processor.process_addSubscriber
         self._processMap["deleteSubscriber"] = Processor.process_deleteSubscriber
         self._processMap["listSubscribers"] = Processor.process_listSubscribers
+        self._processMap["putMessagesReturningIds"] = Processor.process_putMessagesReturningIds
+        self._processMap["findMessagesByKey"] = Processor.process_findMessagesByKey
+        self._processMap["resetSubscriber"] = Processor.process_resetSubscriber
+        self._processMap["pullMessages"] = Processor.process_pullMessages
+        self._processMap["ackMessages"] = Processor.process_ackMessages
+        self._processMap["replayDeadLetters"] = Processor.process_replayDeadLetters
         self._on_message_begin = None
 
     def on_message_begin(self, func):
@@ -1859,6 +2195,180 @@ class Processor(Iface, TProcessor):
         oprot.writeMessageEnd()
         oprot.trans.flush()
 
+    def process_putMessagesReturningIds(self, seqid, iprot, oprot):
+        args = putMessagesReturningIds_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = putMessagesReturningIds_result()
+        try:
+            result.success = self._handler.putMessagesReturningIds(args.queueName, args.partitionID, args.tMessages)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("putMessagesReturningIds", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_findMessagesByKey(self, seqid, iprot, oprot):
+        args = findMessagesByKey_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = findMessagesByKey_result()
+        try:
+            result.success = self._handler.findMessagesByKey(args.queueName, args.key, args.limit)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("findMessagesByKey", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_resetSubscriber(self, seqid, iprot, oprot):
+        args = resetSubscriber_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = resetSubscriber_result()
+        try:
+            self._handler.resetSubscriber(args.queueName, args.subscriberName, args.timestampMs)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("resetSubscriber", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_pullMessages(self, seqid, iprot, oprot):
+        args = pullMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = pullMessages_result()
+        try:
+            result.success = self._handler.pullMessages(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("pullMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_ackMessages(self, seqid, iprot, oprot):
+        args = ackMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = ackMessages_result()
+        try:
+            self._handler.ackMessages(args.queueName, args.subscriberName, args.memberID, args.upTo)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("ackMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_replayDeadLetters(self, seqid, iprot, oprot):
+        args = replayDeadLetters_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = replayDeadLetters_result()
+        try:
+            result.success = self._handler.replayDeadLetters(args.queueName, args.subscriberName)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("replayDeadLetters", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
 # HELPER FUNCTIONS AND STRUCTURES
 
 
@@ -2283,11 +2793,11 @@ class messageScannerGetList_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype47, _size44) = iprot.readListBegin()
-                    for _i48 in range(_size44):
-                        _elem49 = TMessage()
-                        _elem49.read(iprot)
-                        self.success.append(_elem49)
+                    (_etype70, _size67) = iprot.readListBegin()
+                    for _i71 in range(_size67):
+                        _elem72 = TMessage()
+                        _elem72.read(iprot)
+                        self.success.append(_elem72)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2314,8 +2824,8 @@ class messageScannerGetList_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter50 in self.success:
-                iter50.write(oprot)
+            for iter73 in self.success:
+                iter73.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -2665,11 +3175,11 @@ class putMessages_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype54, _size51) = iprot.readListBegin()
-                    for _i55 in range(_size51):
-                        _elem56 = TMessage()
-                        _elem56.read(iprot)
-                        self.tMessages.append(_elem56)
+                    (_etype77, _size74) = iprot.readListBegin()
+                    for _i78 in range(_size74):
+                        _elem79 = TMessage()
+                        _elem79.read(iprot)
+                        self.tMessages.append(_elem79)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2690,8 +3200,8 @@ class putMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 2)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter57 in self.tMessages:
-                iter57.write(oprot)
+            for iter80 in self.tMessages:
+                iter80.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -2990,11 +3500,11 @@ class putMessagesWithPid_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype61, _size58) = iprot.readListBegin()
-                    for _i62 in range(_size58):
-                        _elem63 = TMessage()
-                        _elem63.read(iprot)
-                        self.tMessages.append(_elem63)
+                    (_etype84, _size81) = iprot.readListBegin()
+                    for _i85 in range(_size81):
+                        _elem86 = TMessage()
+                        _elem86.read(iprot)
+                        self.tMessages.append(_elem86)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3019,8 +3529,8 @@ class putMessagesWithPid_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter64 in self.tMessages:
-                iter64.write(oprot)
+            for iter87 in self.tMessages:
+                iter87.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3211,10 +3721,10 @@ class getQueueLocations_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype68, _size65) = iprot.readListBegin()
-                    for _i69 in range(_size65):
-                        _elem70 = iprot.readBinary()
-                        self.success.append(_elem70)
+                    (_etype91, _size88) = iprot.readListBegin()
+                    for _i92 in range(_size88):
+                        _elem93 = iprot.readBinary()
+                        self.success.append(_elem93)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3241,8 +3751,8 @@ class getQueueLocations_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter71 in self.success:
-                oprot.writeBinary(iter71)
+            for iter94 in self.success:
+                oprot.writeBinary(iter94)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3469,10 +3979,10 @@ class combinedScannerOpen_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.partitionIDs = []
-                    (_etype75, _size72) = iprot.readListBegin()
-                    for _i76 in range(_size72):
-                        _elem77 = iprot.readI16()
-                        self.partitionIDs.append(_elem77)
+                    (_etype98, _size95) = iprot.readListBegin()
+                    for _i99 in range(_size95):
+                        _elem100 = iprot.readI16()
+                        self.partitionIDs.append(_elem100)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3499,8 +4009,8 @@ class combinedScannerOpen_args(object):
         if self.partitionIDs is not None:
             oprot.writeFieldBegin('partitionIDs', TType.LIST, 2)
             oprot.writeListBegin(TType.I16, len(self.partitionIDs))
-            for iter78 in self.partitionIDs:
-                oprot.writeI16(iter78)
+            for iter101 in self.partitionIDs:
+                oprot.writeI16(iter101)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.messageScan is not None:
@@ -3661,11 +4171,11 @@ class createQueue_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype80, _vtype81, _size79) = iprot.readMapBegin()
-                    for _i83 in range(_size79):
-                        _key84 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val85 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key84] = _val85
+                    (_ktype103, _vtype104, _size102) = iprot.readMapBegin()
+                    for _i106 in range(_size102):
+                        _key107 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val108 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key107] = _val108
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -3694,9 +4204,9 @@ class createQueue_args(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter86, viter87 in self.config.items():
-                oprot.writeString(kiter86.encode('utf-8') if sys.version_info[0] == 2 else kiter86)
-                oprot.writeString(viter87.encode('utf-8') if sys.version_info[0] == 2 else viter87)
+            for kiter109, viter110 in self.config.items():
+                oprot.writeString(kiter109.encode('utf-8') if sys.version_info[0] == 2 else kiter109)
+                oprot.writeString(viter110.encode('utf-8') if sys.version_info[0] == 2 else viter110)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -4413,11 +4923,11 @@ class listQueues_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype91, _size88) = iprot.readListBegin()
-                    for _i92 in range(_size88):
-                        _elem93 = TQueueInfo()
-                        _elem93.read(iprot)
-                        self.success.append(_elem93)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = TQueueInfo()
+                        _elem116.read(iprot)
+                        self.success.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4444,8 +4954,8 @@ class listQueues_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter94 in self.success:
-                iter94.write(oprot)
+            for iter117 in self.success:
+                iter117.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5381,11 +5891,11 @@ class listSubscribers_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype98, _size95) = iprot.readListBegin()
-                    for _i99 in range(_size95):
-                        _elem100 = TSubscriberInfo()
-                        _elem100.read(iprot)
-                        self.success.append(_elem100)
+                    (_etype121, _size118) = iprot.readListBegin()
+                    for _i122 in range(_size118):
+                        _elem123 = TSubscriberInfo()
+                        _elem123.read(iprot)
+                        self.success.append(_elem123)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5412,8 +5922,8 @@ class listSubscribers_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter101 in self.success:
-                iter101.write(oprot)
+            for iter124 in self.success:
+                iter124.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5443,6 +5953,1079 @@ class listSubscribers_result(object):
 all_structs.append(listSubscribers_result)
 listSubscribers_result.thrift_spec = (
     (0, TType.LIST, 'success', (TType.STRUCT, [TSubscriberInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class putMessagesReturningIds_args(object):
+    """
+    Attributes:
+     - queueName
+     - partitionID
+     - tMessages
+
+    """
+
+
+    def __init__(self, queueName=None, partitionID=None, tMessages=None,):
+        self.queueName = queueName
+        self.partitionID = partitionID
+        self.tMessages = tMessages
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.tMessages = []
+                    (_etype128, _size125) = iprot.readListBegin()
+                    for _i129 in range(_size125):
+                        _elem130 = TMessage()
+                        _elem130.read(iprot)
+                        self.tMessages.append(_elem130)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('putMessagesReturningIds_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 2)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.tMessages is not None:
+            oprot.writeFieldBegin('tMessages', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
+            for iter131 in self.tMessages:
+                iter131.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(putMessagesReturningIds_args)
+putMessagesReturningIds_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.I16, 'partitionID', None, None, ),  # 2
+    (3, TType.LIST, 'tMessages', (TType.STRUCT, [TMessage, None], False), None, ),  # 3
+)
+
+
+class putMessagesReturningIds_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype135, _size132) = iprot.readListBegin()
+                    for _i136 in range(_size132):
+                        _elem137 = TMessageID()
+                        _elem137.read(iprot)
+                        self.success.append(_elem137)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('putMessagesReturningIds_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter138 in self.success:
+                iter138.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(putMessagesReturningIds_result)
+putMessagesReturningIds_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessageID, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class findMessagesByKey_args(object):
+    """
+    Attributes:
+     - queueName
+     - key
+     - limit
+
+    """
+
+
+    def __init__(self, queueName=None, key=None, limit=None,):
+        self.queueName = queueName
+        self.key = key
+        self.limit = limit
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.key = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I32:
+                    self.limit = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('findMessagesByKey_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.key is not None:
+            oprot.writeFieldBegin('key', TType.STRING, 2)
+            oprot.writeBinary(self.key)
+            oprot.writeFieldEnd()
+        if self.limit is not None:
+            oprot.writeFieldBegin('limit', TType.I32, 3)
+            oprot.writeI32(self.limit)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(findMessagesByKey_args)
+findMessagesByKey_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'key', 'BINARY', None, ),  # 2
+    (3, TType.I32, 'limit', None, None, ),  # 3
+)
+
+
+class findMessagesByKey_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype142, _size139) = iprot.readListBegin()
+                    for _i143 in range(_size139):
+                        _elem144 = TMessage()
+                        _elem144.read(iprot)
+                        self.success.append(_elem144)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('findMessagesByKey_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter145 in self.success:
+                iter145.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(findMessagesByKey_result)
+findMessagesByKey_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessage, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class resetSubscriber_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - timestampMs
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, timestampMs=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.timestampMs = timestampMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I64:
+                    self.timestampMs = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('resetSubscriber_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.timestampMs is not None:
+            oprot.writeFieldBegin('timestampMs', TType.I64, 3)
+            oprot.writeI64(self.timestampMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(resetSubscriber_args)
+resetSubscriber_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.I64, 'timestampMs', None, None, ),  # 3
+)
+
+
+class resetSubscriber_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('resetSubscriber_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(resetSubscriber_result)
+resetSubscriber_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class pullMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - maxMessages
+     - maxWaitMs
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, maxMessages=None, maxWaitMs=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.maxMessages = maxMessages
+        self.maxWaitMs = maxWaitMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I32:
+                    self.maxMessages = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.I32:
+                    self.maxWaitMs = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('pullMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.maxMessages is not None:
+            oprot.writeFieldBegin('maxMessages', TType.I32, 4)
+            oprot.writeI32(self.maxMessages)
+            oprot.writeFieldEnd()
+        if self.maxWaitMs is not None:
+            oprot.writeFieldBegin('maxWaitMs', TType.I32, 5)
+            oprot.writeI32(self.maxWaitMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(pullMessages_args)
+pullMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.I32, 'maxMessages', None, None, ),  # 4
+    (5, TType.I32, 'maxWaitMs', None, None, ),  # 5
+)
+
+
+class pullMessages_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype149, _size146) = iprot.readListBegin()
+                    for _i150 in range(_size146):
+                        _elem151 = TMessage()
+                        _elem151.read(iprot)
+                        self.success.append(_elem151)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('pullMessages_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter152 in self.success:
+                iter152.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(pullMessages_result)
+pullMessages_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessage, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class ackMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - upTo
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, upTo=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.upTo = upTo
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.upTo = []
+                    (_etype156, _size153) = iprot.readListBegin()
+                    for _i157 in range(_size153):
+                        _elem158 = TSubscribedPartition()
+                        _elem158.read(iprot)
+                        self.upTo.append(_elem158)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('ackMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.upTo is not None:
+            oprot.writeFieldBegin('upTo', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRUCT, len(self.upTo))
+            for iter159 in self.upTo:
+                iter159.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(ackMessages_args)
+ackMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.LIST, 'upTo', (TType.STRUCT, [TSubscribedPartition, None], False), None, ),  # 4
+)
+
+
+class ackMessages_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('ackMessages_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(ackMessages_result)
+ackMessages_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class replayDeadLetters_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('replayDeadLetters_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(replayDeadLetters_args)
+replayDeadLetters_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+)
+
+
+class replayDeadLetters_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.I64:
+                    self.success = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('replayDeadLetters_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.I64, 0)
+            oprot.writeI64(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(replayDeadLetters_result)
+replayDeadLetters_result.thrift_spec = (
+    (0, TType.I64, 'success', None, None, ),  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )
