@@ -17,6 +17,7 @@ import gevent.event
 from hqueue.protocol import hqueue_thrift
 
 from .boundary import GatewayProcessor
+from .keys import MessageExtras
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
@@ -25,6 +26,7 @@ from .store.embedded import EmbeddedStore
 from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
+from .subscriptions.retry import DeadLetterWriter
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
 from .wire import RequestLimits
@@ -62,6 +64,7 @@ class Gateway:
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
+        self.extras: MessageExtras | None = None
         self.server: ThriftServer | None = None
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
@@ -112,6 +115,13 @@ class Gateway:
             )
             self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
             self.service.after_put = self.push.notify_put
+            # issue 13: message keys/properties, and dead letters written through the service
+            self.extras = MessageExtras(self.store, sweep_interval=self.config.ttl_sweep_interval)
+            self.extras.start()
+            self.service.extras = self.extras
+            self.push.dead_letter = DeadLetterWriter(
+                self.store, self.service.put_internal, self.extras
+            )
             self.server.processor = processor
         except Exception:
             if self.server is not None:
@@ -139,6 +149,8 @@ class Gateway:
             self.server.stop()
         if self.push is not None:
             self.push.stop()
+        if self.extras is not None:
+            self.extras.stop()
         self.scanners.stop()
         self.store.stop()
         log.info("stopped")

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from . import validation
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
-from .rowkey import consecutive_keys
+from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
+from .rowkey import MAX_SEQUENCE, consecutive_ids, consecutive_keys
+from .rowkey import encode as encode_key
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 
@@ -54,6 +56,8 @@ class GatewayService:
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
         self.subscriptions: SubscriptionService | None = None
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
+        # Set by the gateway: message keys and properties (gateway.keys).
+        self.extras: MessageExtras | None = None
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -69,7 +73,10 @@ class GatewayService:
     def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
         self._put(queueName, partitionID, tMessages, "tMessages")
 
-    def _put(self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str) -> None:
+    def _put(
+        self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str
+    ) -> list[tuple[int, int, int]]:
+        """Stores the messages; their (partition, timestamp, sequence), in order."""
         meta = self._queue(raw_queue, writable=True)
         if messages is None or (argument == "tMessage" and messages[0] is None):
             raise InvalidArgument(argument, "must be set")
@@ -78,6 +85,8 @@ class GatewayService:
         forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
         default = forced if forced is not None else random.randrange(n_partitions)
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        extras: dict[int, dict[int, Extras]] = {}  # partition -> index in group -> extras
+        where: list[tuple[int, int]] = []  # per message: (partition, index in its group)
         max_value = self.limits.max_value_bytes
         single = argument == "tMessage"
         for i, m in enumerate(messages):
@@ -99,9 +108,15 @@ class GatewayService:
             group = groups.get(pid)
             if group is None:
                 group = groups[pid] = ([], [])
+            key, props = getattr(m, "key", None), getattr(m, "properties", None)
+            if key is not None or props:
+                extra = check_extras(key, props, self._where(argument, i, single, ""))
+                extras.setdefault(pid, {})[len(group[0])] = extra
+            where.append((pid, len(group[0])))
             group[0].append(topic)
             group[1].append(value)
-        self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()])
+        firsts = self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()], extras)
+        return [(pid, *_nth_id(firsts[pid], n)) for pid, n in where]
 
     def put_raw(
         self, raw_queue: bytes, raw_pid: int | None, topics: list[bytes], values: list[bytes]
@@ -124,19 +139,50 @@ class GatewayService:
                 f"{count} messages; at most {self.limits.max_batch_messages} per call",
             )
 
-    def _store(self, meta: QueueMeta, groups: list[tuple[int, list[bytes], list[bytes]]]) -> None:
+    def _store(
+        self,
+        meta: QueueMeta,
+        groups: list[tuple[int, list[bytes], list[bytes]]],
+        extras: dict[int, dict[int, Extras]] | None = None,
+    ) -> dict[int, tuple[int, int]]:
+        """Stores each group on its partition; the first id of each partition's group."""
         batches = []
+        firsts = {}
         for pid, topics, values in groups:
             if not values:
                 continue
             ts, seq = self._allocator(meta, pid).allocate(len(values))
+            firsts[pid] = (ts, seq)
             batches.append(
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
             self.store.put(meta, batches)
+            if extras and self.extras is not None:
+                for pid, by_index in extras.items():
+                    ids = consecutive_ids(*firsts[pid], max(by_index) + 1)
+                    self.extras.save(meta, pid, ((ids[n], ex) for n, ex in by_index.items()))
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
+        return firsts
+
+    def put_internal(
+        self, meta: QueueMeta, partition: int, messages: list[tuple[bytes, bytes, Extras]]
+    ) -> list[tuple[int, int]]:
+        """A put by the gateway itself (dead letters): ids of the messages, in order."""
+        extras = {partition: {i: ex for i, (_, _, ex) in enumerate(messages) if ex}}
+        firsts = self._store(
+            meta, [(partition, [m[0] for m in messages], [m[1] for m in messages])], extras
+        )
+        return consecutive_ids(*firsts[partition], len(messages)) if messages else []
+
+    def putMessagesReturningIds(
+        self, queueName: Any, partitionID: Any, tMessages: Any
+    ) -> list[Any]:
+        pid = None if partitionID == -1 else partitionID
+        placed = self._put(queueName, pid, tMessages, "tMessages")
+        mid = self._t.TMessageID
+        return [mid(ts, seq) for _, ts, seq in placed]
 
     def _coerce(self, m: Any, i: int, single: bool, argument: str) -> tuple[bytes, bytes]:
         """The slow path of one message: str accepted as UTF-8, anything wrong refused."""
@@ -249,16 +295,51 @@ class GatewayService:
         return ScanSpec(start, stop, topics, reverse, caching)
 
     def messageScannerGet(self, id: Any) -> Any:
-        got = self._read(self.scanners.get(id), 1)
-        return got.to_messages(self._t)[0] if got.rows else self._t.TMessage()
+        scanner = self.scanners.get(id)
+        got = self._read(scanner, 1)
+        return self._with_extras(scanner.queue, got)[0] if got.rows else self._t.TMessage()
 
-    def messageScannerGetList(self, id: Any, nbMessages: Any) -> MessageRows:
-        """The next messages, as rows the Thrift boundary encodes as ``list<TMessage>``."""
+    def messageScannerGetList(self, id: Any, nbMessages: Any) -> MessageRows | list[Any]:
+        """The next messages, as rows the Thrift boundary encodes as ``list<TMessage>`` (as
+        TMessage objects when the queue has messages with keys or properties)."""
         n = validation.batch_size(nbMessages, self.limits.max_list_messages)
-        got = self._read(self.scanners.get(id), n)
+        scanner = self.scanners.get(id)
+        got = self._read(scanner, n)
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
+            return got
+        if self.extras is not None and self.extras.has_any(scanner.queue):
+            return self._with_extras(scanner.queue, got)
         return got
+
+    def _with_extras(self, queue: str, got: MessageRows) -> list[Any]:
+        messages = got.to_messages(self._t)
+        if self.extras is not None and self.extras.has_any(queue):
+            for m in messages:
+                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
+                if ex:
+                    m.key = ex.key
+                    m.properties = ex.properties or None
+        return messages
+
+    def findMessagesByKey(self, queueName: Any, key: Any, limit: Any) -> list[Any]:
+        meta = self._queue(queueName)
+        if isinstance(key, str):
+            key = key.encode()
+        if not isinstance(key, bytes) or not 0 < len(key) <= MAX_KEY_BYTES:
+            raise InvalidArgument("key", f"must be 1..{MAX_KEY_BYTES} bytes")
+        n = validation.batch_size(limit, self.limits.max_list_messages, "limit")
+        if self.extras is None:
+            return []
+        out = []
+        for pid, (ts, seq) in self.extras.lookup(meta, key, n):
+            at = encode_key(pid, ts, seq)
+            rows = self.store.scan(
+                meta, pid, at, at + b"\x00", reverse=False, topics=None, limit=1
+            ).rows
+            if rows:
+                out.extend(self._with_extras(meta.name, MessageRows(pid, rows)))
+        return out
 
     def _read(self, scanner: Scanner, n: int) -> MessageRows:
         if scanner.busy:
@@ -335,6 +416,24 @@ class GatewayService:
     def listSubscribers(self, queueName: Any) -> list[Any]:
         return self._subs().list(self._queue(queueName, enabled=False))
 
+    def resetSubscriber(self, queueName: Any, subscriberName: Any, timestampMs: Any) -> None:
+        self._subs().reset(self._queue(queueName, enabled=False), subscriberName, timestampMs)
+
+    def pullMessages(
+        self, queueName: Any, subscriberName: Any, memberID: Any, maxMessages: Any, maxWaitMs: Any
+    ) -> list[Any]:
+        return self._subs().pull(
+            self._queue(queueName), subscriberName, memberID, maxMessages, maxWaitMs
+        )
+
+    def ackMessages(self, queueName: Any, subscriberName: Any, memberID: Any, upTo: Any) -> None:
+        self._subs().ack(self._queue(queueName, enabled=False), subscriberName, memberID, upTo)
+
+    def replayDeadLetters(self, queueName: Any, subscriberName: Any) -> int:
+        return self._subs().replay_dead_letters(
+            self._queue(queueName, enabled=False), subscriberName
+        )
+
     def _subs(self) -> SubscriptionService:
         if self.subscriptions is None:
             raise StoreError("subscriptions are not running on this gateway")
@@ -355,6 +454,12 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _nth_id(first: tuple[int, int], n: int) -> tuple[int, int]:
+    """The n-th of the consecutive ids starting at ``first``."""
+    span = MAX_SEQUENCE + 1
+    return first[0] + (first[1] + n) // span, (first[1] + n) % span
 
 
 def _size(raw: Any) -> str:

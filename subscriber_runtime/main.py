@@ -59,6 +59,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="lease length when registered through the gateway (default %(default)s)",
     )
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        help="deliveries of a failing message before it becomes a dead letter; 0 = retry "
+        "forever (default 16)",
+    )
+    p.add_argument(
+        "--retry-backoff",
+        metavar="FIRST_MS[:MAX_MS]",
+        help="back-off between retries of a failed delivery (default 100:10000)",
+    )
+    p.add_argument(
+        "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -78,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .listeners import load_listener
     from .subscriber import Subscriber
-    from .subscription import Subscription, parse_partitions
+    from .subscription import Subscription, parse_partitions, parse_retry
 
     logging.basicConfig(
         level=args.log_level,
@@ -91,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.name,
             topics=[t for t in args.topics.split(",") if t],
             partitions=parse_partitions(args.partitions),
+            retry=parse_retry(args.max_attempts, args.retry_backoff),
+            max_batch=args.max_batch,
         )
         listeners = [load_listener(spec) for spec in args.listener or ["print"]]
     except (ValueError, ImportError, AttributeError) as exc:

@@ -114,6 +114,10 @@ class MessageScanner:
             self._lower = rowkey.id_key(p, rowkey.next_id(rowkey.MessageId(*checkpoint)))
         self._upper = rowkey.partition_end(p)
 
+    def stop_after(self, last: Id) -> None:
+        """Reads nothing after MessageID ``last`` (a bounded replay)."""
+        self._upper = rowkey.id_key(self.partition, rowkey.next_id(rowkey.MessageId(*last)))
+
     def run(self) -> None:
         while True:
             self.wake.clear()

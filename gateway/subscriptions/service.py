@@ -8,13 +8,14 @@ long as it renews its lease. Arguments are checked here and named in every error
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gevent
 from hqueue import subscriptions as layout
 
 from .. import rowkey, validation
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta
 from .registry import SubscriptionRegistry
@@ -37,7 +38,7 @@ class SubscriptionService:
     def subscribe(
         self, meta: QueueMeta, subscription: Any, address: Any, lease_seconds: Any
     ) -> int:
-        name, topics, requested = self._subscription(meta, subscription)
+        name, topics, requested, opts = self._subscription(meta, subscription)
         addr = _text(address, "address")
         try:
             from hqueue.protocol import parse_address
@@ -52,7 +53,7 @@ class SubscriptionService:
                 "leaseSeconds",
                 f"must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds, got {lease_seconds!r}",
             )
-        self._write_record(meta, name, requested, topics)
+        self._write_record(meta, name, requested, topics, opts)
         incarnation = self.registry.set_live(meta.name, name, addr, topics)
         lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
         log.info("subscriber %s/%s registered at %s (lease %d s)", meta.name, name, addr,
@@ -77,8 +78,75 @@ class SubscriptionService:
     # -- administration -------------------------------------------------------------------
 
     def add(self, meta: QueueMeta, subscription: Any) -> None:
-        name, topics, requested = self._subscription(meta, subscription)
-        self._write_record(meta, name, requested, topics)
+        name, topics, requested, opts = self._subscription(meta, subscription)
+        self._write_record(meta, name, requested, topics, opts)
+
+    def reset(self, meta: QueueMeta, raw_name: Any, timestamp_ms: Any) -> None:
+        """Every partition's checkpoint to just before the first message at or after
+        ``timestamp_ms``; a time after a partition's newest message means "from its end"."""
+        name = _name(raw_name, "subscriberName")
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or timestamp_ms < 0:
+            raise InvalidArgument(
+                "timestampMs", f"must be >= 0 (ms since the epoch), got {timestamp_ms!r}"
+            )
+        sub = self.registry.get(meta.name, name)
+        if sub is None:
+            raise InvalidArgument(
+                "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
+            )
+        target = layout.before((timestamp_ms, 0))
+        now = wall_clock_ms()
+        moved: dict[int, layout.Id | None] = {}
+        for p in range(meta.partitions):
+            last = self.store.last_id(meta, p)
+            ceiling = (
+                (last.timestamp, last.sequence) if last is not None else layout.before((now, 0))
+            )
+            moved[p] = target if target is None or ceiling is None else min(target, ceiling)
+
+        def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+            if existing is None:
+                raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+            keep = {p: c for p, c in moved.items() if p in existing.partitions}
+            return replace(existing.with_checkpoints(keep), epoch=existing.epoch + 1)
+
+        self.registry.update_record(meta.name, name, change)
+        log.info("subscriber %s/%s reset to %d", meta.name, name, timestamp_ms)
+
+    def replay_dead_letters(self, meta: QueueMeta, raw_name: Any) -> int:
+        """Marks the dead letters there now for delivery again to this subscriber only: its
+        workers push them from the dead-letter queue (see :mod:`.retry`). Their count."""
+        name = _name(raw_name, "subscriberName")
+        if self.registry.get(meta.name, name) is None:
+            raise InvalidArgument(
+                "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
+            )
+        dlq = self.store.get_queue(layout.dlq_name(meta.name, name))
+        last = None if dlq is None else self.store.last_id(dlq, 0)
+        if dlq is None or last is None:
+            return 0
+        count = self._count(dlq, 0, None)
+        upto = (last.timestamp, last.sequence)
+
+        def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+            if existing is None:
+                raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+            return replace(existing, replay=(None, upto), epoch=existing.epoch + 1)
+
+        self.registry.update_record(meta.name, name, change)
+        return count
+
+    def pull(
+        self, meta: QueueMeta, raw_name: Any, member: Any, max_messages: Any, max_wait_ms: Any
+    ) -> list[Any]:
+        raise StoreError("pullMessages is not implemented yet")
+
+    def ack(self, meta: QueueMeta, raw_name: Any, member: Any, up_to: Any) -> None:
+        raise StoreError("ackMessages is not implemented yet")
+
+    def _count(self, meta: QueueMeta, partition: int, checkpoint: layout.Id | None) -> int:
+        count, _, _ = self._lag(meta, partition, checkpoint, None)
+        return count
 
     def delete(self, meta: QueueMeta, raw_name: Any) -> None:
         name = _name(raw_name, "subscriberName")
@@ -111,12 +179,22 @@ class SubscriptionService:
                         lagSeconds=0.0 if oldest is None else max(0.0, (now - oldest) / 1000),
                     )
                 )
+            dlq = self.store.get_queue(layout.dlq_name(meta.name, sub.name))
+            retry = sub.record.retry
+            members = []
+            if sub.address is not None:
+                live = [p for p in sub.record.partitions if p < meta.partitions]
+                members.append(t.TGroupMember(sub.address.encode(), sub.address.encode(), live))
             out.append(
                 t.TSubscriberInfo(
                     name=sub.name.encode(),
                     address=None if sub.address is None else sub.address.encode(),
                     topics=sorted(topics or ()),
                     partitions=partitions,
+                    members=members,
+                    deadLetters=0 if dlq is None else self._count(dlq, 0, None),
+                    shared=sub.record.shared,
+                    retryPolicy=t.TRetryPolicy(*retry.to_list()),
                 )
             )
         return out
@@ -158,7 +236,7 @@ class SubscriptionService:
 
     def _subscription(
         self, meta: QueueMeta, raw: Any
-    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None]]:
+    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None], _Options]:
         if raw is None:
             raise InvalidArgument("subscription", "must be set")
         name = _name(raw.name, "subscription.name")
@@ -180,7 +258,7 @@ class SubscriptionService:
             p = validation.partition(part.partitionID, meta.partitions, f"{where}.partitionID")
             start = validation.message_id(part.startMessageID, f"{where}.startMessageID")
             requested[p] = None if start is None else (start.timestamp, start.sequence)
-        return name, topics, requested
+        return name, topics, requested, _options(raw)
 
     def _write_record(
         self,
@@ -188,13 +266,73 @@ class SubscriptionService:
         name: str,
         requested: dict[int, layout.Id | None],
         topics: frozenset[bytes] | None,
+        opts: _Options,
     ) -> None:
         now = wall_clock_ms()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
-            return layout.resolve(existing, requested, meta.partitions, now, topics)
+            return layout.resolve(
+                existing,
+                requested,
+                meta.partitions,
+                now,
+                topics,
+                retry=opts.retry,
+                max_batch=opts.max_batch,
+                shared=opts.shared,
+            )
 
         self.registry.update_record(meta.name, name, change)
+
+
+MAX_ATTEMPTS = 1000
+MAX_BACKOFF_MS = 3_600_000
+MAX_BATCH_MESSAGES = 100_000
+
+
+@dataclass(frozen=True)
+class _Options:
+    retry: layout.RetryPolicy
+    max_batch: int | None
+    shared: bool
+
+
+def _options(raw: Any) -> _Options:
+    """retryPolicy, maxBatchMessages and shared of a TSubscription, checked."""
+    default = layout.RetryPolicy()
+    policy = getattr(raw, "retryPolicy", None)
+    retry = default
+    if policy is not None:
+
+        def field(value: Any, fallback: int, argument: str, low: int, high: int) -> int:
+            if value is None:
+                return fallback
+            if not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgument(
+                    f"subscription.retryPolicy.{argument}", f"must be {low}..{high}, got {value!r}"
+                )
+            return int(value)
+
+        attempts = field(policy.maxAttempts, default.max_attempts, "maxAttempts", 0, MAX_ATTEMPTS)
+        first = field(
+            policy.firstBackoffMs, default.first_backoff_ms, "firstBackoffMs", 1, MAX_BACKOFF_MS
+        )
+        most = field(
+            policy.maxBackoffMs, max(first, default.max_backoff_ms), "maxBackoffMs", first,
+            MAX_BACKOFF_MS,
+        )  # fmt: skip
+        retry = layout.RetryPolicy(attempts, first, most)
+    max_batch = getattr(raw, "maxBatchMessages", None)
+    if max_batch is not None and (
+        not isinstance(max_batch, int) or not 1 <= max_batch <= MAX_BATCH_MESSAGES
+    ):
+        raise InvalidArgument(
+            "subscription.maxBatchMessages", f"must be 1..{MAX_BATCH_MESSAGES}, got {max_batch!r}"
+        )
+    shared = bool(getattr(raw, "shared", None))
+    if shared:
+        raise StoreError("consumer groups (subscription.shared) are not implemented yet")
+    return _Options(retry, max_batch, shared)
 
 
 def _text(raw: Any, argument: str) -> str:

@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
+from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
 from ..store.base import PartitionStore
 from .checkpoint import CheckpointUpdater
 from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
+from .retry import DeadLetterSink
 from .scanner import Id, MessageBuffer, MessageScanner
 from .sender import MessageSender, SenderOptions
 
@@ -46,24 +48,44 @@ class SubscriptionWorker:
     """Scanner -> bounded buffer -> sender for one (subscriber, partition)."""
 
     def __init__(
-        self, store: PartitionStore, sub: Subscriber, partition: int, options: PushOptions
+        self,
+        store: PartitionStore,
+        sub: Subscriber,
+        partition: int,
+        options: PushOptions,
+        dead_letter: DeadLetterSink | None = None,
     ) -> None:
         assert sub.address is not None
-        checkpoint = sub.record.checkpoints.get(partition)
+        record = sub.record
+        replay = partition == REPLAY_PARTITION and record.replay is not None
+        # the replay of dead letters reads partition 0 of the dead-letter queue, up to the
+        # last letter there when it was asked for (see :mod:`.retry`)
+        queue = dlq_name(sub.queue, sub.name) if replay else sub.queue
+        read = 0 if replay else partition
+        checkpoint = (
+            record.replay[0]
+            if record.replay is not None and replay
+            else (record.checkpoints.get(partition))
+        )
         self.partition = partition
+        self.queue = queue
         self.buffer = MessageBuffer(options.buffer_messages, options.buffer_bytes)
         self.scanner = MessageScanner(
             store,
-            sub.queue,
-            partition,
+            queue,
+            read,
             checkpoint,
-            sub.topics,
+            None if replay else sub.topics,
             self.buffer,
             chunk=min(options.sender.batch_messages, options.buffer_messages),
         )
+        if record.replay is not None and replay:
+            self.scanner.stop_after(record.replay[1])
         self.sender = MessageSender(
-            sub.address, sub.queue, sub.name, partition, self.buffer, checkpoint, options.sender
-        )
+            sub.address, sub.queue, sub.name, read, self.buffer, checkpoint, options.sender,
+            policy=record.retry, max_batch=record.max_batch, dead_letter=dead_letter,
+            source_partition=partition,
+        )  # fmt: skip
         self._greenlets: list[gevent.Greenlet] = []
 
     @property
@@ -88,9 +110,13 @@ class SubscriberRun:
         partitions: Iterable[int],
         options: PushOptions,
         on_conflict: Callable[[], None],
+        dead_letter: DeadLetterSink | None = None,
     ) -> None:
         self.sub = sub
-        self.workers = {p: SubscriptionWorker(store, sub, p, options) for p in partitions}
+        wanted = list(partitions)
+        if sub.record.replay is not None:
+            wanted.append(REPLAY_PARTITION)
+        self.workers = {p: SubscriptionWorker(store, sub, p, options, dead_letter) for p in wanted}
         self.updater = CheckpointUpdater(
             registry,
             sub.queue,
@@ -145,6 +171,8 @@ class WorkerManager:
         self._dirty: set[tuple[str | None, str | None]] = set()
         self._kick = gevent.event.Event()
         self._loop: gevent.Greenlet | None = None
+        # Set by the gateway: where messages that used up their attempts go (.retry).
+        self.dead_letter: DeadLetterSink | None = None
 
     def start(self) -> None:
         self.registry.start(self.changed)
@@ -225,6 +253,9 @@ class WorkerManager:
                 and run.sub.address == sub.address
                 and run.sub.topics == sub.topics
                 and run.sub.record.partitions == sub.record.partitions
+                and run.sub.record.epoch == sub.record.epoch  # reset or replay asked for
+                and run.sub.record.retry == sub.record.retry
+                and run.sub.record.max_batch == sub.record.max_batch
             )  # a record changed by someone else shows as a conflict at the next write
             if same:
                 return
@@ -240,21 +271,25 @@ class WorkerManager:
         assert sub is not None and meta is not None
         partitions = [p for p in sub.record.partitions if p < meta.partitions]
         new = SubscriberRun(
-            self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key)
-        )
+            self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key),
+            self.dead_letter,
+        )  # fmt: skip
         self._runs[key] = new
-        for p, worker in new.workers.items():
-            self._wakers.setdefault((queue, p), []).append(worker.wake)
+        for worker in new.workers.values():
+            self._wakers.setdefault((worker.queue, worker.scanner.partition), []).append(
+                worker.wake
+            )
         new.start()
 
     def _stop_run(self, key: tuple[str, str], run: SubscriberRun, *, flush: bool) -> None:
         if self._runs.get(key) is run:
             del self._runs[key]
-        for p, worker in run.workers.items():
-            events = self._wakers.get((key[0], p))
+        for worker in run.workers.values():
+            slot = (worker.queue, worker.scanner.partition)
+            events = self._wakers.get(slot)
             if events is not None:
                 events[:] = [e for e in events if e is not worker.wake]
                 if not events:
-                    del self._wakers[(key[0], p)]
+                    del self._wakers[slot]
         run.stop(flush=flush)
         log.info("stopped pushing %s to subscriber %s", key[0], key[1])

@@ -1,0 +1,201 @@
+"""Consumers as MetaQ/RocketMQ users expect them (issue 13): retries with a limit and the
+dead-letter queue, replaying dead letters, rewinding a subscriber, message keys and properties.
+
+Real gateway and subscriber processes; the subscription tests run with both registries.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hqueue.protocol import hqueue_thrift
+from hqueue.subscriptions import dlq_name
+
+from tests.conftest import GatewayFactory, wait_until
+from tests.integration.conftest import Registry, SubscriberFactory, read_jsonl
+from tests.integration.test_toolkit import hq, ok
+
+pytestmark = [pytest.mark.slow, pytest.mark.subscriptions]
+
+
+def values_of(path: Path, tag: str) -> list[str]:
+    out: list[str] = []
+    for line in read_jsonl(path):
+        if line["tag"] == tag:
+            out.extend(m[4] for m in line["messages"])
+    return out
+
+
+def deliveries_of(path: Path, value: str) -> int:
+    """How many consumeMessages calls carried ``value``."""
+    return sum(
+        1
+        for line in read_jsonl(path)
+        if line["tag"] == "delivery" and any(m[4] == value for m in line["messages"])
+    )
+
+
+def scan_all(client: Any, queue: str, partition: int = 0) -> list[Any]:
+    T = hqueue_thrift()
+    sid = client.messageScannerOpen(queue.encode(), partition, T.TMessageScan(caching=1000))
+    out: list[Any] = []
+    while True:
+        batch = client.messageScannerGetList(sid, 1000)
+        if not batch:
+            return out
+        out.extend(batch)
+
+
+def test_poison_message_goes_to_the_dead_letter_queue_after_max_attempts(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    registry: Registry,
+    queue_name: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    T = hqueue_thrift()
+    poison_flag = tmp_path / "poison"
+    poison_flag.write_text("on")
+    monkeypatch.setenv("HQ_TEST_POISON", str(poison_flag))
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    client.createQueue(queue_name.encode(), 1, 3600, {})
+    out = tmp_path / "out.jsonl"
+    start_subscriber(
+        gw, queue_name, "s1", "--max-attempts", "4", "--retry-backoff", "20:100",
+        "--listener", "tests.subscriber_listeners:Poison", registry=registry, out=out,
+    )  # fmt: skip
+    good = [f"m{i}" for i in range(20)]
+    batch = [*good[:10], "poison", *good[10:]]
+    messages = [T.TMessage(topic=b"t", value=v.encode()) for v in batch]
+    messages[10].key = b"order-42"
+    messages[10].properties = {"origin": b"test"}
+    ids = client.putMessagesReturningIds(queue_name.encode(), 0, messages)
+    assert len(ids) == 21 and [(i.timestamp, i.sequenceID) for i in ids] == sorted(
+        {(i.timestamp, i.sequenceID) for i in ids}
+    )
+    wait_until(lambda: values_of(out, "ok")[-10:] == good[10:], 30, what="the good messages")
+    # messages put after the poison one keep flowing
+    client.putMessagesWithPid(queue_name.encode(), 0, [T.TMessage(topic=b"t", value=b"after")])
+    wait_until(lambda: "after" in values_of(out, "ok"), 20, what="a later message")
+    time.sleep(0.5)  # one more delivery of the poison message would show up now
+    assert deliveries_of(out, "poison") == 4  # exactly maxAttempts
+    assert values_of(out, "ok") == [*good, "after"]  # in order, none lost, none twice
+
+    letters = scan_all(client, dlq_name(queue_name, "s1"))
+    assert [m.value for m in letters] == [b"poison"]
+    props = letters[0].properties
+    assert props["dlq.partition"] == b"0" and props["dlq.attempts"] == b"4"
+    assert props["dlq.id"] == f"{ids[10].timestamp}.{ids[10].sequenceID}".encode()
+    assert b"cannot handle poison" in props["dlq.error"] or b"status" in props["dlq.error"]
+    assert props["origin"] == b"test" and letters[0].key == b"order-42"
+    (info,) = client.listSubscribers(queue_name.encode())
+    assert info.deadLetters == 1 and info.retryPolicy.maxAttempts == 4
+
+    listing = ok(hq(gw.address, "dlq", queue_name, "s1"))
+    assert "poison" in listing and "after 4 attempts" in listing
+
+    # replay: the listener takes it now; only s1 gets it, and only once
+    poison_flag.unlink()
+    assert "1 dead letter" in ok(hq(gw.address, "dlq_replay", queue_name, "s1"))
+    wait_until(lambda: "poison" in values_of(out, "ok"), 20, what="the replayed dead letter")
+    time.sleep(0.5)
+    assert values_of(out, "ok").count("poison") == 1
+    client.close()
+
+
+def test_reset_subscriber_rewinds_live_workers(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    registry: Registry,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    T = hqueue_thrift()
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    client.createQueue(queue_name.encode(), 2, 3600, {})
+    out = tmp_path / "out.jsonl"
+    start_subscriber(
+        gw, queue_name, "s1", "--listener", f"jsonl:{out}", registry=registry
+    )  # fmt: skip
+
+    def got() -> list[str]:
+        return [r["value"] for r in read_jsonl(out)] if out.exists() else []
+
+    def put(p: int, values: list[str]) -> list[Any]:
+        return client.putMessagesReturningIds(
+            queue_name.encode(), p, [T.TMessage(topic=b"t", value=v.encode()) for v in values]
+        )
+
+    first = put(0, ["a0", "a1"]) + put(1, ["b0"])
+    wait_until(lambda: len(got()) == 3, 20, what="the first messages")
+    time.sleep(0.02)
+    middle = put(0, ["a2"])
+    wait_until(lambda: len(got()) == 4, 20, what="a2")
+    # back to a2's time: a2 again (and only it); through the toolkit, as a MessageID
+    mid = f"{middle[0].timestamp}.{middle[0].sequenceID}"
+    ok(hq(gw.address, "reset_subscriber", queue_name, "s1", "--to", mid))
+    wait_until(lambda: len(got()) == 5, 20, what="a2 again")
+    assert got()[-1] == "a2"
+    # earliest: everything again; ISO 8601 and latest are accepted too
+    ok(hq(gw.address, "reset_subscriber", queue_name, "s1", "--to", "earliest"))
+    wait_until(lambda: len(got()) == 9, 20, what="everything again")
+    assert sorted(got()[5:]) == ["a0", "a1", "a2", "b0"]
+    ok(hq(gw.address, "reset_subscriber", queue_name, "s1", "--to", "latest"))
+    ok(hq(gw.address, "reset_subscriber", queue_name, "s1", "--to", "2020-01-01T00:00:00Z"))
+    wait_until(lambda: len(got()) == 13, 20, what="everything once more")
+    ok(hq(gw.address, "reset_subscriber", queue_name, "s1", "--to", "latest"))
+    time.sleep(0.5)
+    assert len(got()) == 13
+    put(1, ["b1"])
+    wait_until(lambda: got()[-1:] == ["b1"], 20, what="new messages after latest")
+    assert first  # ids came back
+    bad = hq(gw.address, "reset_subscriber", queue_name, "nobody", "--to", "latest")
+    assert bad.returncode == 1 and "subscriberName" in bad.stderr + bad.stdout
+    client.close()
+
+
+def test_keys_properties_and_ids_on_puts(
+    start_gateway: GatewayFactory, queue_name: str
+) -> None:
+    T = hqueue_thrift()
+    gw = start_gateway()
+    client = gw.client()
+    q = queue_name.encode()
+    client.createQueue(q, 3, 3600, {})
+    ids = []
+    for p in range(3):
+        ids += client.putMessagesReturningIds(
+            q, p, [T.TMessage(topic=b"t", value=f"v{p}".encode(), key=b"k1",
+                              properties={"n": str(p).encode()})]
+        )  # fmt: skip
+    client.putMessages(q, [T.TMessage(topic=b"t", value=b"plain")])
+    client.putMessages(q, [T.TMessage(topic=b"t", value=b"other", key=b"k2")])
+    found = client.findMessagesByKey(q, b"k1", 10)
+    assert [m.value for m in found] == [b"v2", b"v1", b"v0"]  # newest first
+    assert [m.properties["n"] for m in found] == [b"2", b"1", b"0"]
+    assert {(m.id.timestamp, m.id.sequenceID) for m in found} == {
+        (i.timestamp, i.sequenceID) for i in ids
+    }
+    assert [m.value for m in client.findMessagesByKey(q, b"k1", 2)] == [b"v2", b"v1"]
+    assert client.findMessagesByKey(q, b"nothing", 5) == []
+    # a scan shows keys and properties; messages without stay without
+    everything = [m for p in range(3) for m in scan_all(client, queue_name, p)]
+    keyed = {m.value: m for m in everything}
+    assert keyed[b"v1"].key == b"k1" and keyed[b"v1"].properties == {"n": b"1"}
+    assert keyed[b"plain"].key is None and keyed[b"other"].key == b"k2"
+    # -1: the gateway picks the partition
+    (one,) = client.putMessagesReturningIds(q, -1, [T.TMessage(topic=b"t", value=b"x")])
+    assert one.timestamp > 0
+    with pytest.raises(T.IllegalArgument, match="key"):
+        client.putMessages(q, [T.TMessage(topic=b"t", value=b"x", key=b"k" * 256)])
+    with pytest.raises(T.IllegalArgument, match="key"):
+        client.findMessagesByKey(q, b"", 5)
+    with pytest.raises(T.IllegalArgument, match="limit"):
+        client.findMessagesByKey(q, b"k1", 0)
+    client.close()
