@@ -113,12 +113,14 @@ class Gateway:
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
-            self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
-            self.service.after_put = self.push.notify_put
             # issue 13: message keys/properties, and dead letters written through the service
             self.extras = MessageExtras(self.store, sweep_interval=self.config.ttl_sweep_interval)
             self.extras.start()
             self.service.extras = self.extras
+            self.service.subscriptions = SubscriptionService(
+                self.store, registry, thrift, self.push, self.extras
+            )
+            self.service.after_put = self.push.notify_put
             self.push.dead_letter = DeadLetterWriter(
                 self.store, self.service.put_internal, self.extras
             )

@@ -134,6 +134,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often push progress is written to the registry (default %(default)s)",
     )
+    # -- consumers (issue 13) --
+    sub.add_argument(
+        "--ack-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="pulled messages not acknowledged within this are delivered again "
+        "(default %(default)s)",
+    )
+    sub.add_argument(
+        "--pull-lease",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a pull member that has not pulled for this long leaves its group "
+        "(default %(default)s)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
 
@@ -148,6 +165,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_timeout",
         "push_backoff_max",
         "checkpoint_interval",
+        "ack_timeout",
+        "pull_lease",
     ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0 seconds")
@@ -226,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backoff_max=args.push_backoff_max,
             ),
             checkpoint_interval=args.checkpoint_interval,
+            ack_timeout=args.ack_timeout,
+            pull_lease=args.pull_lease,
         ),
     )
     gateway = Gateway(config)

@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="back-off between retries of a failed delivery (default 100:10000)",
     )
     p.add_argument(
+        "--shared",
+        action="store_true",
+        help="join the consumer group of this name: its members share the partitions "
+        "(registers through the gateway)",
+    )
+    p.add_argument(
         "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
@@ -108,7 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             partitions=parse_partitions(args.partitions),
             retry=parse_retry(args.max_attempts, args.retry_backoff),
             max_batch=args.max_batch,
+            shared=args.shared,
         )
+        if args.shared and args.zookeeper:
+            raise ValueError("'--shared' registers through the gateway; drop '--zookeeper'")
         listeners = [load_listener(spec) for spec in args.listener or ["print"]]
     except (ValueError, ImportError, AttributeError) as exc:
         parser.error(str(exc))

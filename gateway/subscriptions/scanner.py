@@ -42,6 +42,11 @@ class MessageBuffer:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def not_empty(self) -> gevent.event.Event:
+        """Set while rows are waiting (a long poll waits on it)."""
+        return self._not_empty
+
     def space(self) -> int:
         """How many more rows may be added (0 when full by count or by bytes)."""
         if self.bytes >= self.max_bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from hqueue import subscriptions as layout
@@ -17,8 +17,14 @@ from hqueue import subscriptions as layout
 from .. import rowkey, validation
 from ..errors import InvalidArgument, StoreError
 from ..ids import wall_clock_ms
-from ..store.base import PartitionStore, QueueMeta
+from ..store.base import PartitionStore, QueueMeta, Row
+from . import groups
+from . import pull as pull_module
 from .registry import SubscriptionRegistry
+
+if TYPE_CHECKING:
+    from ..keys import MessageExtras
+    from .workers import WorkerManager
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +34,19 @@ LAG_COUNT_CAP = 100_000  # listSubscribers counts at most this many messages per
 
 
 class SubscriptionService:
-    def __init__(self, store: PartitionStore, registry: SubscriptionRegistry, thrift: Any) -> None:
+    def __init__(
+        self,
+        store: PartitionStore,
+        registry: SubscriptionRegistry,
+        thrift: Any,
+        manager: WorkerManager | None = None,
+        extras: MessageExtras | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self._t = thrift
+        self.manager = manager  # runs the workers; pulls take from them
+        self.extras = extras
 
     # -- registration ---------------------------------------------------------------------
 
@@ -53,11 +68,29 @@ class SubscriptionService:
                 "leaseSeconds",
                 f"must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds, got {lease_seconds!r}",
             )
+        existing = self.registry.get(meta.name, name)
+        if opts.shared:
+            if existing is not None and groups.kind(existing.members) == "pull":
+                raise InvalidArgument(
+                    "subscription.shared",
+                    f"group '{name}' has pull members; push and pull members cannot be mixed",
+                )
+        elif existing is not None and existing.record.shared and existing.members:
+            raise InvalidArgument(
+                "subscription.shared",
+                f"'{name}' is a consumer group with live members: subscribe with shared",
+            )
         self._write_record(meta, name, requested, topics, opts)
-        incarnation = self.registry.set_live(meta.name, name, addr, topics)
-        lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
-        log.info("subscriber %s/%s registered at %s (lease %d s)", meta.name, name, addr,
-                 lease_seconds)  # fmt: skip
+        if opts.shared:  # a member of a consumer group; its address is its member id
+            incarnation = self.registry.join(meta.name, name, addr, addr, topics)
+            lease = self.registry.leases.grant(
+                meta.name, name, incarnation, lease_seconds, member=addr
+            )
+        else:
+            incarnation = self.registry.set_live(meta.name, name, addr, topics)
+            lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
+        log.info("subscriber %s/%s registered at %s (lease %d s%s)", meta.name, name, addr,
+                 lease_seconds, ", shared" if opts.shared else "")  # fmt: skip
         return lease
 
     def renew(self, meta: QueueMeta, raw_name: Any, lease_id: Any) -> bool:
@@ -72,7 +105,10 @@ class SubscriptionService:
             raise InvalidArgument("leaseID", f"must be an integer, got {lease_id!r}")
         lease = self.registry.leases.release(meta.name, name, lease_id)
         if lease is not None:
-            self.registry.clear_live(meta.name, name, lease.incarnation)
+            if lease.member is not None:
+                self.registry.leave(meta.name, name, lease.member, lease.incarnation)
+            else:
+                self.registry.clear_live(meta.name, name, lease.incarnation)
             log.info("subscriber %s/%s unsubscribed", meta.name, name)
 
     # -- administration -------------------------------------------------------------------
@@ -137,12 +173,91 @@ class SubscriptionService:
         return count
 
     def pull(
-        self, meta: QueueMeta, raw_name: Any, member: Any, max_messages: Any, max_wait_ms: Any
+        self, meta: QueueMeta, raw_name: Any, raw_member: Any, max_messages: Any, max_wait_ms: Any
     ) -> list[Any]:
-        raise StoreError("pullMessages is not implemented yet")
+        """Long poll of a pull member (see :mod:`.pull`)."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        _int_in(max_messages, "maxMessages", 1, MAX_PULL_MESSAGES)
+        _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
+        manager = self._manager()
+        self._join_pull(meta, name, member, manager)
+        return pull_module.pull(
+            manager, meta.name, name, member, max_messages, max_wait_ms / 1000,
+            lambda rows: self._messages(meta.name, rows),
+        )  # fmt: skip
 
-    def ack(self, meta: QueueMeta, raw_name: Any, member: Any, up_to: Any) -> None:
-        raise StoreError("ackMessages is not implemented yet")
+    def _join_pull(self, meta: QueueMeta, name: str, member: str, manager: WorkerManager) -> None:
+        if self.registry.leases.renew_member(meta.name, name, member):
+            return  # a member already: the common case costs no registry read
+        sub = self.registry.get(meta.name, name)
+        if sub is None:
+            opts = _Options(layout.RetryPolicy(), None, True)
+            self._write_record(meta, name, {}, None, opts)  # every partition, from now on
+        elif not sub.record.shared:
+            if sub.address is not None:
+                raise InvalidArgument(
+                    "subscriberName",
+                    f"'{name}' is a live push subscriber; a pull consumer needs its own name",
+                )
+
+            def shared(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+                if existing is None:
+                    raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+                return replace(existing, shared=True)
+
+            self.registry.update_record(meta.name, name, shared)
+        elif groups.kind(sub.members) == "push":
+            raise InvalidArgument(
+                "memberID",
+                f"group '{name}' has push members; push and pull members cannot be mixed",
+            )
+        topics = None if sub is None else sub.record.topics
+        incarnation = self.registry.join(meta.name, name, member, None, topics)
+        self.registry.leases.grant(
+            meta.name, name, incarnation, manager.options.pull_lease, member=member
+        )
+        log.info("pull member %s joined %s/%s", member, meta.name, name)
+
+    def ack(self, meta: QueueMeta, raw_name: Any, raw_member: Any, up_to: Any) -> None:
+        """Acknowledges, per partition, everything up to and including the given id."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        if up_to is None:
+            raise InvalidArgument("upTo", "must be set (it may be empty)")
+        acks = []
+        for i, part in enumerate(up_to):
+            if part is None:
+                raise InvalidArgument(f"upTo[{i}]", "must be set")
+            p = validation.partition(part.partitionID, meta.partitions, f"upTo[{i}].partitionID")
+            mid = validation.message_id(part.startMessageID, f"upTo[{i}].startMessageID")
+            if mid is None:
+                raise InvalidArgument(f"upTo[{i}].startMessageID", "must be set")
+            acks.append((p, (mid.timestamp, mid.sequence)))
+        self.registry.leases.renew_member(meta.name, name, member)
+        workers = {
+            w.partition: w for w in self._manager().pull_workers(meta.name, name, member) or ()
+        }
+        for p, mid_ in acks:
+            worker = workers.get(p)
+            if worker is not None:  # else the partition moved: the new member gets it again
+                worker.ack(mid_)
+
+    def _messages(self, queue: str, rows: list[tuple[int, Row]]) -> list[Any]:
+        t = self._t
+        out = [t.TMessage(t.TMessageID(r[0], r[1]), p, r[2], r[3]) for p, r in rows]
+        if self.extras is not None and self.extras.has_any(queue):
+            for m in out:
+                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
+                if ex:
+                    m.key = ex.key
+                    m.properties = ex.properties or None
+        return out
+
+    def _manager(self) -> WorkerManager:
+        if self.manager is None:
+            raise StoreError("subscription workers are not running on this gateway")
+        return self.manager
 
     def _count(self, meta: QueueMeta, partition: int, checkpoint: layout.Id | None) -> int:
         count, _, _ = self._lag(meta, partition, checkpoint, None)
@@ -182,8 +297,14 @@ class SubscriptionService:
             dlq = self.store.get_queue(layout.dlq_name(meta.name, sub.name))
             retry = sub.record.retry
             members = []
-            if sub.address is not None:
-                live = [p for p in sub.record.partitions if p < meta.partitions]
+            live = [p for p in sub.record.partitions if p < meta.partitions]
+            if sub.record.shared:
+                assignment = groups.assign(live, sub.members)
+                for m in sub.members:
+                    mine = sorted(p for p, a in assignment.items() if a.id == m.id)
+                    address = None if m.address is None else m.address.encode()
+                    members.append(t.TGroupMember(m.id.encode(), address, mine))
+            elif sub.address is not None:
                 members.append(t.TGroupMember(sub.address.encode(), sub.address.encode(), live))
             out.append(
                 t.TSubscriberInfo(
@@ -288,6 +409,8 @@ class SubscriptionService:
 MAX_ATTEMPTS = 1000
 MAX_BACKOFF_MS = 3_600_000
 MAX_BATCH_MESSAGES = 100_000
+MAX_PULL_MESSAGES = 100_000
+MAX_WAIT_MS = 300_000
 
 
 @dataclass(frozen=True)
@@ -330,9 +453,13 @@ def _options(raw: Any) -> _Options:
             "subscription.maxBatchMessages", f"must be 1..{MAX_BATCH_MESSAGES}, got {max_batch!r}"
         )
     shared = bool(getattr(raw, "shared", None))
-    if shared:
-        raise StoreError("consumer groups (subscription.shared) are not implemented yet")
     return _Options(retry, max_batch, shared)
+
+
+def _int_in(raw: Any, argument: str, low: int, high: int) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or not low <= raw <= high:
+        raise InvalidArgument(argument, f"must be {low}..{high}, got {raw!r}")
+    return raw
 
 
 def _text(raw: Any, argument: str) -> str:

@@ -26,7 +26,9 @@ import gevent.event
 from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
 from ..store.base import PartitionStore
+from . import groups
 from .checkpoint import CheckpointUpdater
+from .pull import PullWorker
 from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
 from .retry import DeadLetterSink
 from .scanner import Id, MessageBuffer, MessageScanner
@@ -42,6 +44,8 @@ class PushOptions:
     sender: SenderOptions = field(default_factory=SenderOptions)
     checkpoint_interval: float = 1.0  # seconds
     resync_interval: float = 5.0  # seconds between full re-reads of the registry
+    ack_timeout: float = 30.0  # seconds before pulled, unacknowledged messages go out again
+    pull_lease: float = 30.0  # seconds a pull member stays in its group without pulling
 
 
 class SubscriptionWorker:
@@ -54,8 +58,10 @@ class SubscriptionWorker:
         partition: int,
         options: PushOptions,
         dead_letter: DeadLetterSink | None = None,
+        address: str | None = None,
     ) -> None:
-        assert sub.address is not None
+        address = address or sub.address
+        assert address is not None
         record = sub.record
         replay = partition == REPLAY_PARTITION and record.replay is not None
         # the replay of dead letters reads partition 0 of the dead-letter queue, up to the
@@ -82,7 +88,7 @@ class SubscriptionWorker:
         if record.replay is not None and replay:
             self.scanner.stop_after(record.replay[1])
         self.sender = MessageSender(
-            sub.address, sub.queue, sub.name, read, self.buffer, checkpoint, options.sender,
+            address, sub.queue, sub.name, read, self.buffer, checkpoint, options.sender,
             policy=record.retry, max_batch=record.max_batch, dead_letter=dead_letter,
             source_partition=partition,
         )  # fmt: skip
@@ -91,6 +97,10 @@ class SubscriptionWorker:
     @property
     def wake(self) -> gevent.event.Event:
         return self.scanner.wake
+
+    @property
+    def acked(self) -> Id | None:
+        return self.sender.acked
 
     def start(self) -> None:
         self._greenlets = [gevent.spawn(self.scanner.run), gevent.spawn(self.sender.run)]
@@ -114,9 +124,22 @@ class SubscriberRun:
     ) -> None:
         self.sub = sub
         wanted = list(partitions)
-        if sub.record.replay is not None:
-            wanted.append(REPLAY_PARTITION)
-        self.workers = {p: SubscriptionWorker(store, sub, p, options, dead_letter) for p in wanted}
+        self.workers: dict[int, SubscriptionWorker | PullWorker] = {}
+        # a consumer group: each partition goes to one member (.groups); else all to one
+        self.assignment = groups.assign(wanted, sub.members) if sub.record.shared else {}
+        if sub.record.shared:
+            for p, member in self.assignment.items():
+                if member.address is None:
+                    self.workers[p] = PullWorker(store, sub, p, options)
+                else:
+                    self.workers[p] = SubscriptionWorker(
+                        store, sub, p, options, dead_letter, member.address
+                    )
+        else:
+            if sub.record.replay is not None:
+                wanted.append(REPLAY_PARTITION)
+            for p in wanted:
+                self.workers[p] = SubscriptionWorker(store, sub, p, options, dead_letter)
         self.updater = CheckpointUpdater(
             registry,
             sub.queue,
@@ -133,16 +156,23 @@ class SubscriberRun:
         return self.updater.version
 
     def progress(self) -> dict[int, Id | None]:
-        return {p: w.sender.acked for p, w in self.workers.items()}
+        return {p: w.acked for p, w in self.workers.items()}
 
     def start(self) -> None:
         for worker in self.workers.values():
             worker.start()
         self._updater = gevent.spawn(self.updater.run)
-        log.info(
-            "pushing %s to subscriber %s at %s (partitions %s)",
-            self.sub.queue, self.sub.name, self.sub.address, sorted(self.workers),
-        )  # fmt: skip
+        if self.sub.record.shared:
+            log.info(
+                "delivering %s to group %s: %s", self.sub.queue, self.sub.name,
+                {m.id: sorted(p for p, a in self.assignment.items() if a is m)
+                 for m in self.sub.members},
+            )  # fmt: skip
+        else:
+            log.info(
+                "pushing %s to subscriber %s at %s (partitions %s)",
+                self.sub.queue, self.sub.name, self.sub.address, sorted(self.workers),
+            )  # fmt: skip
 
     def stop(self, *, flush: bool) -> None:
         for worker in self.workers.values():
@@ -206,6 +236,18 @@ class WorkerManager:
     def runs(self) -> dict[tuple[str, str], SubscriberRun]:
         return dict(self._runs)
 
+    def pull_workers(self, queue: str, name: str, member: str) -> list[PullWorker] | None:
+        """The pull workers of a group member's partitions; None while the running
+        assignment does not know the member yet."""
+        run = self._runs.get((queue, name))
+        if run is None or not any(m.id == member for m in run.sub.members):
+            return None
+        return [
+            w
+            for p, w in sorted(run.workers.items())
+            if isinstance(w, PullWorker) and run.assignment[p].id == member
+        ]
+
     # -- reconciling ----------------------------------------------------------------------
 
     def _reconcile_loop(self) -> None:
@@ -256,6 +298,8 @@ class WorkerManager:
                 and run.sub.record.epoch == sub.record.epoch  # reset or replay asked for
                 and run.sub.record.retry == sub.record.retry
                 and run.sub.record.max_batch == sub.record.max_batch
+                and run.sub.record.shared == sub.record.shared
+                and run.sub.members == sub.members  # a group's membership changed
             )  # a record changed by someone else shows as a conflict at the next write
             if same:
                 return

@@ -199,3 +199,122 @@ def test_keys_properties_and_ids_on_puts(
     with pytest.raises(T.IllegalArgument, match="limit"):
         client.findMessagesByKey(q, b"k1", 0)
     client.close()
+
+
+def _put_values(client: Any, queue: str, partition: int, values: list[str]) -> None:
+    T = hqueue_thrift()
+    client.putMessagesWithPid(
+        queue.encode(), partition, [T.TMessage(topic=b"t", value=v.encode()) for v in values]
+    )
+
+
+def _ack(client: Any, queue: str, name: bytes, member: bytes, messages: list[Any]) -> None:
+    T = hqueue_thrift()
+    last: dict[int, Any] = {}
+    for m in messages:
+        last[m.partitionID] = m.id
+    client.ackMessages(
+        queue.encode(), name, member,
+        [T.TSubscribedPartition(partitionID=p, startMessageID=mid) for p, mid in last.items()],
+    )  # fmt: skip
+
+
+def test_pull_long_poll_ack_and_redelivery(
+    start_gateway: GatewayFactory, registry: Registry, queue_name: str
+) -> None:
+    T = hqueue_thrift()
+    gw = start_gateway(*registry.gateway_flags(), "--ack-timeout", "1.5", "--pull-lease", "3")
+    client = gw.client()
+    q = queue_name.encode()
+    client.createQueue(q, 2, 3600, {})
+    # the first pull creates the group (from now on) and waits: nothing yet
+    started = time.monotonic()
+    assert client.pullMessages(q, b"php", b"m1", 100, 300) == []
+    assert 0.25 <= time.monotonic() - started < 5
+    # a long poll returns as soon as a message arrives
+    waiter = gw.client()
+    result: list[Any] = []
+    import threading
+
+    thread = threading.Thread(
+        target=lambda: result.extend(waiter.pullMessages(q, b"php", b"m1", 100, 10_000))
+    )
+    thread.start()
+    time.sleep(0.3)
+    put_at = time.monotonic()
+    _put_values(client, queue_name, 0, ["a"])
+    thread.join(10)
+    assert [m.value for m in result] == [b"a"] and time.monotonic() - put_at < 3
+    _ack(client, queue_name, b"php", b"m1", result)
+    _put_values(client, queue_name, 1, ["b", "c"])
+    got: list[Any] = []
+    deadline = time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += client.pullMessages(q, b"php", b"m1", 100, 1000)
+    assert sorted(m.value for m in got) == [b"b", b"c"]
+    assert all(m.partitionID == 1 for m in got)
+    # never acknowledged: delivered again after the ack timeout, nothing else
+    again: list[Any] = []
+    deadline = time.monotonic() + 10
+    while len(again) < 2 and time.monotonic() < deadline:
+        again += client.pullMessages(q, b"php", b"m1", 100, 1000)
+    assert [m.value for m in again] == [b"b", b"c"]
+    _ack(client, queue_name, b"php", b"m1", again)
+    time.sleep(2)  # past the ack timeout: acknowledged messages stay acknowledged
+    assert client.pullMessages(q, b"php", b"m1", 100, 200) == []
+    (info,) = client.listSubscribers(q)
+    assert info.shared and info.partitions[1].checkpoint == again[-1].id
+    # bad arguments name themselves; push members cannot join a pull group
+    with pytest.raises(T.IllegalArgument, match="maxMessages"):
+        client.pullMessages(q, b"php", b"m1", 0, 10)
+    with pytest.raises(T.IllegalArgument, match="maxWaitMs"):
+        client.pullMessages(q, b"php", b"m1", 1, -1)
+    with pytest.raises(T.IllegalArgument, match="memberID"):
+        client.pullMessages(q, b"php", b"", 1, 10)
+    with pytest.raises(T.IllegalArgument, match="push and pull"):
+        client.subscribe(q, T.TSubscription(name=b"php", shared=True), b"127.0.0.1:9", 5)
+    with pytest.raises(T.IllegalArgument, match="upTo"):
+        client.ackMessages(q, b"php", b"m1", [T.TSubscribedPartition(partitionID=0)])
+    waiter.close()
+    client.close()
+
+
+def test_pull_group_divides_partitions_and_takes_over_from_a_member_that_left(
+    start_gateway: GatewayFactory, registry: Registry, queue_name: str
+) -> None:
+    gw = start_gateway(*registry.gateway_flags(), "--ack-timeout", "30", "--pull-lease", "2")
+    client = gw.client()
+    q = queue_name.encode()
+    client.createQueue(q, 4, 3600, {})
+    client.pullMessages(q, b"g", b"a", 10, 0)
+    client.pullMessages(q, b"g", b"b", 10, 0)
+
+    def members() -> dict[str, list[int]]:
+        (info,) = client.listSubscribers(q)
+        return {m.memberID.decode(): sorted(m.partitions) for m in info.members or []}
+
+    wait_until(lambda: members() == {"a": [0, 2], "b": [1, 3]}, 10, what="two members")
+    for p in range(4):
+        _put_values(client, queue_name, p, [f"p{p}"])
+    seen: dict[str, list[bytes]] = {"a": [], "b": []}
+    deadline = time.monotonic() + 10
+    while sum(map(len, seen.values())) < 4 and time.monotonic() < deadline:
+        for member in ("a", "b"):
+            got = client.pullMessages(q, b"g", member.encode(), 10, 200)
+            seen[member] += [m.value for m in got]
+            if got:
+                _ack(client, queue_name, b"g", member.encode(), got)
+    assert sorted(seen["a"]) == [b"p0", b"p2"] and sorted(seen["b"]) == [b"p1", b"p3"]
+    # b stops pulling: after its lease, a gets every partition, from the group's checkpoints
+    for p in range(4):
+        _put_values(client, queue_name, p, [f"q{p}"])
+    late: list[bytes] = []
+    deadline = time.monotonic() + 15
+    while len(late) < 4 and time.monotonic() < deadline:
+        got = client.pullMessages(q, b"g", b"a", 10, 300)
+        late += [m.value for m in got]
+        if got:
+            _ack(client, queue_name, b"g", b"a", got)
+    assert sorted(late) == [b"q0", b"q1", b"q2", b"q3"]  # nothing lost, nothing twice
+    assert members() == {"a": [0, 1, 2, 3]}
+    client.close()
