@@ -318,3 +318,75 @@ def test_pull_group_divides_partitions_and_takes_over_from_a_member_that_left(
     assert sorted(late) == [b"q0", b"q1", b"q2", b"q3"]  # nothing lost, nothing twice
     assert members() == {"a": [0, 1, 2, 3]}
     client.close()
+
+
+def test_push_group_of_three_shares_partitions_and_survives_kill9(
+    start_gateway: GatewayFactory,
+    start_subscriber: SubscriberFactory,
+    registry: Registry,
+    queue_name: str,
+    tmp_path: Path,
+) -> None:
+    gw = start_gateway(*registry.gateway_flags())
+    client = gw.client()
+    q = queue_name.encode()
+    client.createQueue(q, 6, 3600, {})
+    outs = [tmp_path / f"member{i}.jsonl" for i in range(3)]
+    # members register through the gateway (leases), in either registry mode
+    procs = [
+        start_subscriber(gw, queue_name, "grp", "--shared", "--lease", "3",
+                         "--listener", f"jsonl:{out}")
+        for out in outs
+    ]  # fmt: skip
+
+    def members() -> list[list[int]]:
+        (info,) = client.listSubscribers(q)
+        return sorted(sorted(m.partitions) for m in info.members or [])
+
+    wait_until(lambda: members() == [[0, 3], [1, 4], [2, 5]], 15, what="three members")
+
+    def got(i: int) -> list[tuple[int, str]]:
+        if not outs[i].exists():
+            return []
+        return [(r["partition"], r["value"]) for r in read_jsonl(outs[i])]
+
+    sent: list[str] = []
+    for p in range(6):
+        values = [f"a{p}-{j}" for j in range(5)]
+        _put_values(client, queue_name, p, values)
+        sent += values
+    wait_until(lambda: sum(len(got(i)) for i in range(3)) >= 30, 20, what="the first round")
+    for i in range(3):  # each member got exactly its own partitions
+        assert len({p for p, _ in got(i)}) == 2
+    time.sleep(1.5)  # let the checkpoints of the first round be written
+    procs[2].kill()  # kill -9: no unsubscribe, its lease (3 s) has to run out
+    killed_partitions = {p for p, _ in got(2)}
+    for p in range(6):
+        values = [f"b{p}-{j}" for j in range(5)]
+        _put_values(client, queue_name, p, values)
+        sent += values
+    started = time.monotonic()
+    wait_until(lambda: len(members()) == 2, 15, what="the group to shrink")
+    assert time.monotonic() - started < 10
+    assert sorted(len(m) for m in members()) == [3, 3]
+
+    def delivered() -> set[str]:
+        return {v for i in range(3) for _, v in got(i)}
+
+    wait_until(lambda: delivered() >= set(sent), 20, what="every message")
+    survivors = [v for i in range(2) for p, v in got(i) if p in killed_partitions]
+    assert {v for v in survivors if v.startswith("b")} == {
+        f"b{p}-{j}" for p in killed_partitions for j in range(5)
+    }
+    # per partition, in order across the members
+    for i in range(3):
+        per: dict[int, list[str]] = {}
+        for p, v in got(i):
+            per.setdefault(p, []).append(v)
+        for values in per.values():
+            assert values == sorted(values, key=lambda v: (v[0], int(v.split("-")[1])))
+    # push and pull do not mix
+    T = hqueue_thrift()
+    with pytest.raises(T.IllegalArgument, match="push"):
+        client.pullMessages(q, b"grp", b"php", 1, 0)
+    client.close()
