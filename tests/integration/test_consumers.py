@@ -390,3 +390,27 @@ def test_push_group_of_three_shares_partitions_and_survives_kill9(
     with pytest.raises(T.IllegalArgument, match="push"):
         client.pullMessages(q, b"grp", b"php", 1, 0)
     client.close()
+
+
+def test_python_client_pull_ack_and_keys(start_gateway: GatewayFactory, queue_name: str) -> None:
+    import hqueue
+
+    gw = start_gateway("--ack-timeout", "1")
+    with hqueue.Connection(gw.host, gw.port) as conn:
+        conn.create_queue(queue_name, 2, 3600)
+        q = conn.queue(queue_name)
+        assert q.pull("py", "w1", 10, 200) == []  # joins, from now on
+        q.put("t", "v1", 0, key="k", properties={"a": b"1"})
+        q.put("t", "v2", 1)
+        got: list[Any] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            got += q.pull("py", "w1", 10, 1000)
+        assert sorted(m.value for m in got) == [b"v1", b"v2"]
+        first = next(m for m in got if m.value == b"v1")
+        assert first.key == b"k" and first.properties == {"a": b"1"}
+        q.ack("py", "w1", got)
+        time.sleep(1.5)
+        assert q.pull("py", "w1", 10, 200) == []  # acknowledged: not again
+        (found,) = q.find_by_key("k")
+        assert found.id == first.id and found.partition == 0

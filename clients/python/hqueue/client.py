@@ -53,6 +53,8 @@ class Message:
     value: bytes
     partition: int | None = None
     id: MessageID | None = None
+    key: bytes | None = None
+    properties: dict[str, bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,8 @@ def _queue_info(info: Any) -> QueueInfo:
 
 def _message(m: Any) -> Message:
     mid = MessageID(m.id.timestamp, m.id.sequenceID) if m.id is not None else None
-    return Message(topic=m.topic, value=m.value, partition=m.partitionID, id=mid)
+    key, props = getattr(m, "key", None), getattr(m, "properties", None)
+    return Message(m.topic, m.value, m.partitionID, mid, key, dict(props) if props else None)
 
 
 def _message_id(argument: str, value: Any) -> Any:
@@ -263,8 +266,10 @@ class Queue:
         return f"<hqueue.Queue {self.name.decode(errors='replace')!r} on {self.connection!r}>"
 
     def _tmessage(self, argument: str, item: Any, partition: int | None = None) -> Any:
+        key = properties = None
         if isinstance(item, Message):
             topic, value, partition = item.topic, item.value, item.partition
+            key, properties = item.key, item.properties
         elif isinstance(item, (tuple, list)) and len(item) in (2, 3):
             topic, value = item[0], item[1]
             if len(item) == 3:
@@ -279,11 +284,25 @@ class Queue:
             topic=_bytes(f"{argument}.topic", topic),
             value=_bytes(f"{argument}.value", value),
             partitionID=partition,
+            key=None if key is None else _bytes(f"{argument}.key", key),
+            properties=properties or None,
         )
 
-    def put(self, topic: Bytes, value: Bytes, partition: int | None = None) -> None:
-        """Puts one message on ``partition``, or a random one. Returns once it is durable."""
-        message = self._tmessage("message", (topic, value))
+    def put(
+        self,
+        topic: Bytes,
+        value: Bytes,
+        partition: int | None = None,
+        *,
+        key: Bytes | None = None,
+        properties: dict[str, bytes] | None = None,
+    ) -> None:
+        """Puts one message on ``partition``, or a random one. Returns once it is durable.
+        ``key`` (1..255 bytes) finds it again with :meth:`find_by_key`."""
+        message = self._tmessage(
+            "message", Message(_bytes("topic", topic), _bytes("value", value), None, None,
+                               None if key is None else _bytes("key", key), properties)
+        )  # fmt: skip
         if partition is None:
             self.connection.call("putMessage", self.name, message)
         else:
@@ -444,3 +463,44 @@ class Queue:
             list(listeners),
             **options,
         )
+
+    # -- consumers (issue 13) -----------------------------------------------------------------
+
+    def pull(
+        self, subscriber: Bytes, member: Bytes, max_messages: int = 100, max_wait_ms: int = 5000
+    ) -> list[Message]:
+        """Long poll as ``member`` of the pull group ``subscriber``: the messages of the member's
+        partitions as soon as there are any, else ``[]`` after ``max_wait_ms``. The first pull
+        creates the group (from new messages on) or joins it. Call :meth:`ack` after handling
+        them; what stays unacknowledged is delivered again after the gateway's ack timeout."""
+        _int("max_messages", max_messages, 1, 100_000)
+        _int("max_wait_ms", max_wait_ms, 0, 300_000)
+        got = self.connection.call(
+            "pullMessages", self.name, _bytes("subscriber", subscriber),
+            _bytes("member", member), max_messages, max_wait_ms,
+        )  # fmt: skip
+        return [_message(m) for m in got]
+
+    def ack(self, subscriber: Bytes, member: Bytes, messages: Iterable[Message]) -> None:
+        """Acknowledges ``messages`` (pulled by ``member``): per partition, up to the last."""
+        t = protocol.hqueue_thrift()
+        last: dict[int, Any] = {}
+        for i, m in enumerate(messages):
+            if m.partition is None or m.id is None:
+                raise InvalidArgument(f"messages[{i}]", "must be a pulled message")
+            if m.partition not in last or m.id > last[m.partition]:
+                last[m.partition] = m.id
+        up_to = [
+            t.TSubscribedPartition(partitionID=p, startMessageID=t.TMessageID(*mid))
+            for p, mid in sorted(last.items())
+        ]
+        self.connection.call(
+            "ackMessages", self.name, _bytes("subscriber", subscriber), _bytes("member", member),
+            up_to,
+        )  # fmt: skip
+
+    def find_by_key(self, key: Bytes, limit: int = 100) -> list[Message]:
+        """Messages put with ``key``, newest first, from every partition."""
+        _int("limit", limit, 1, 100_000)
+        got = self.connection.call("findMessagesByKey", self.name, _bytes("key", key), limit)
+        return [_message(m) for m in got]
