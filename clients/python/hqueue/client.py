@@ -300,8 +300,9 @@ class Queue:
         """Puts one message on ``partition``, or a random one. Returns once it is durable.
         ``key`` (1..255 bytes) finds it again with :meth:`find_by_key`."""
         message = self._tmessage(
-            "message", Message(_bytes("topic", topic), _bytes("value", value), None, None,
-                               None if key is None else _bytes("key", key), properties)
+            "message", Message(_bytes("message.topic", topic), _bytes("message.value", value),
+                               None, None, None if key is None else _bytes("message.key", key),
+                               properties)
         )  # fmt: skip
         if partition is None:
             self.connection.call("putMessage", self.name, message)
