@@ -44,6 +44,12 @@ struct Options {
   int timeout = 30;  // seconds, for connecting, sending and each answer
   std::vector<std::string> topics;
   std::vector<std::string> args;  // positional arguments
+  // hqueue_subscriber: register through this gateway (HOST:PORT) as subscriber `name` of `queue`
+  std::string gateway;
+  std::string queue;
+  std::string name;
+  bool shared = false;  // join the consumer group `name`
+  int lease = 10;       // seconds
 };
 
 inline long parseInt(const std::string& flag, const std::string& text, long low, long high) {
@@ -80,6 +86,11 @@ inline Options parseOptions(int argc, char** argv, const std::string& allowed) {
     else if (a == "--topic" && takes(a)) o.topics.push_back(value());
     else if (a == "--reverse" && takes(a)) o.reverse = true;
     else if (a == "--status" && takes(a)) o.status = static_cast<int>(parseInt(a, value(), -2147483648L, 2147483647L));
+    else if (a == "--gateway" && takes(a)) o.gateway = value();
+    else if (a == "--queue" && takes(a)) o.queue = value();
+    else if (a == "--name" && takes(a)) o.name = value();
+    else if (a == "--shared" && takes(a)) o.shared = true;
+    else if (a == "--lease" && takes(a)) o.lease = static_cast<int>(parseInt(a, value(), 1, 3600));
     else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
     else o.args.push_back(a);
   }
@@ -158,8 +169,9 @@ struct Gateway {
   std::shared_ptr<TTransport> transport;
   std::unique_ptr<hqueue::HQueueServiceClient> client;
 
-  explicit Gateway(const Options& o) {
-    auto socket = std::make_shared<apache::thrift::transport::TSocket>(o.host, o.port);
+  explicit Gateway(const Options& o) : Gateway(o, o.host, o.port) {}
+  Gateway(const Options& o, const std::string& host, int port) {
+    auto socket = std::make_shared<apache::thrift::transport::TSocket>(host, port);
     socket->setConnTimeout(o.timeout * 1000);
     socket->setRecvTimeout(o.timeout * 1000);
     socket->setSendTimeout(o.timeout * 1000);
