@@ -88,6 +88,8 @@ static int varint(Ctx *c, int64_t *at, int max_bytes, uint64_t *out)
         if (*at + i >= c->len)
             return more(c, *at + i + 1);
         uint8_t b = c->buf[*at + i];
+        if (shift == 63 && b > 1) /* bits past the 64th: thriftpy2 would decode >= 2^64 */
+            return bad(c, "varint over 64 bits (byte 0x%llx)", b);
         v |= (uint64_t)(b & 0x7f) << shift;
         if (!(b & 0x80)) {
             *at += i + 1;
@@ -97,6 +99,24 @@ static int varint(Ctx *c, int64_t *at, int max_bytes, uint64_t *out)
         shift += 7;
     }
     return bad(c, "varint longer than %lld bytes", max_bytes);
+}
+
+/* A zigzag varint's raw value must fit its type: thriftpy2's pure-Python compact decoder turns
+ * any varint into a Python int, so an i32 could arrive as 2^34 and an i16 partition id as 70000,
+ * and be used (or stored) as such. */
+static int varint_within(Ctx *c, int64_t *at, int max_bytes, uint64_t max, const char *what)
+{
+    uint64_t v;
+    int r = varint(c, at, max_bytes, &v);
+    if (r != OK)
+        return r;
+    if (v > max) {
+        PyOS_snprintf(c->message, sizeof c->message, "%s varint 0x%llx is out of range", what,
+                      (unsigned long long)v);
+        c->error = c->message;
+        return BAD;
+    }
+    return OK;
 }
 
 static int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
@@ -272,9 +292,9 @@ static int compact_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
             p += 1; /* a bool element is a byte; a bool field carries it in its type */
         break;
     case 3: p += 1; break;
-    case 4: if ((r = varint(c, &p, 3, &v)) != OK) return r; break;
-    case 5: if ((r = varint(c, &p, 5, &v)) != OK) return r; break;
-    case 6: if ((r = varint(c, &p, 10, &v)) != OK) return r; break;
+    case 4: if ((r = varint_within(c, &p, 3, 0xffffu, "i16")) != OK) return r; break;
+    case 5: if ((r = varint_within(c, &p, 5, 0xffffffffu, "i32")) != OK) return r; break;
+    case 6: if ((r = varint_within(c, &p, 10, UINT64_MAX, "i64")) != OK) return r; break;
     case 7: p += 8; break;
     case 8:
         if ((r = varint(c, &p, 5, &v)) != OK)
@@ -352,7 +372,7 @@ static int compact_header(Ctx *c, State *s)
     if ((c->buf[1] & 0x1f) != 1)
         return bad(c, "bad compact protocol version %lld", c->buf[1] & 0x1f);
     p = 2;
-    if ((r = varint(c, &p, 5, &v)) != OK) /* seqid */
+    if ((r = varint_within(c, &p, 5, 0xffffffffu, "seqid")) != OK)
         return r;
     if ((r = varint(c, &p, 5, &v)) != OK) /* name length */
         return r;
@@ -373,8 +393,7 @@ static int compact_field(Ctx *c, int64_t *at, uint8_t *type)
         return STOP;
     int64_t p = *at + 1;
     if ((b >> 4) == 0) { /* long form: a zigzag varint field id follows */
-        uint64_t v;
-        int r = varint(c, &p, 3, &v);
+        int r = varint_within(c, &p, 3, 0xffffu, "field id");
         if (r != OK)
             return r;
     }

@@ -11,18 +11,21 @@ import logging
 import signal
 import socket
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
 from hqueue.protocol import hqueue_thrift
 
 from .boundary import GatewayProcessor
+from .cluster.member import Hooks
 from .keys import MessageExtras
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
+from .store.memory import MemoryStore
 from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
@@ -30,6 +33,11 @@ from .subscriptions.retry import DeadLetterWriter
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
 from .wire import RequestLimits
+
+if TYPE_CHECKING:
+    from .cluster.exclusive import NamespaceLease
+    from .cluster.forward import Forwarder
+    from .cluster.member import ClusterMember
 
 log = logging.getLogger("gateway")
 
@@ -49,10 +57,25 @@ class GatewayConfig:
     max_batch_messages: int = 100_000
     ttl_sweep_interval: float = 60.0  # seconds
     log_segment_bytes: int = SEGMENT_BYTES  # the embedded store's write-ahead log
-    store: str = "embedded"  # or hbase://HOST:PORT[?...], see gateway.store.hbase_schema
+    store: str = "embedded"  # or memory, or hbase://HOST:PORT[?...] (gateway.store.hbase_schema)
     zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
     zookeeper_session_timeout: float = 10.0  # seconds
     push: PushOptions = field(default_factory=PushOptions)
+    # -- limits against hostile or broken clients (issue 17) --
+    request_timeout: float = 30.0  # seconds a partly received request may go without a byte
+    max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
+    send_timeout: float = 60.0  # seconds one reply may take to be sent
+    subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
+    max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
+    # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
+    # that is changing owner before it fails with IOError
+    cluster_move_wait: float = 5.0  # seconds
+
+    @property
+    def clustered(self) -> bool:
+        """Gateways over HBase with ZooKeeper form a cluster; the embedded and memory stores
+        are one machine by design, where ZooKeeper only keeps the subscription registry."""
+        return bool(self.zookeeper) and self.store not in ("embedded", "memory")
 
 
 class Gateway:
@@ -60,12 +83,17 @@ class Gateway:
         self.config = config
         self.store = store or open_store(config)
         self.scanners = ScannerRegistry(
-            idle_timeout=config.scanner_timeout, max_open=config.max_scanners
+            idle_timeout=config.scanner_timeout,
+            max_open=config.max_scanners,
+            max_partitions=config.max_scanner_partitions,
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
         self.extras: MessageExtras | None = None
         self.server: ThriftServer | None = None
+        self.cluster: ClusterMember | None = None
+        self.forwarder: Forwarder | None = None
+        self.namespace_lease: NamespaceLease | None = None
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
 
@@ -78,7 +106,6 @@ class Gateway:
             # should arrive before the service can answer it
             registry = self._registry()
             self.push = WorkerManager(self.store, registry, self.config.push)
-            self.push.start()
             self.server = ThriftServer(
                 None,
                 self.config.host,
@@ -91,8 +118,12 @@ class Gateway:
                         self.config.max_value_bytes,
                         self.config.max_batch_messages,
                     ),
+                    request_timeout=self.config.request_timeout,
+                    send_timeout=self.config.send_timeout,
+                    max_pending_bytes=self.config.max_pending_request_bytes,
                 ),
             )
+            self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)
             self.server.start()
             host, port = self.server.address
             advertise = self.config.advertise or f"{_reachable(self.config.host)}:{port}"
@@ -120,16 +151,25 @@ class Gateway:
             self.service.subscriptions = SubscriptionService(
                 self.store, registry, thrift, self.push, self.extras
             )
+            self.service.subscriptions.subscriber_hosts = frozenset(self.config.subscriber_hosts)
             self.service.after_put = self.push.notify_put
             self.push.dead_letter = DeadLetterWriter(
                 self.store, self.service.put_internal, self.extras
             )
+            self._guard_namespace(advertise)
+            if self.config.clustered:
+                self._join_cluster(thrift, advertise)
+            self.push.start()
             self.server.processor = processor
         except Exception:
             if self.server is not None:
                 self.server.stop(grace=0)
+            if self.cluster is not None:
+                self.cluster.stop()
             if self.push is not None:
                 self.push.stop()
+            if self.namespace_lease is not None:
+                self.namespace_lease.stop()
             self.scanners.stop()
             self.store.stop()
             raise
@@ -147,8 +187,16 @@ class Gateway:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.cluster is not None:
+            # hand every partition over while still serving: in-flight puts finish here,
+            # later ones are forwarded to the new owners
+            self.cluster.stop()
         if self.server is not None:
             self.server.stop()
+        if self.forwarder is not None:
+            self.forwarder.close()
+        if self.namespace_lease is not None:
+            self.namespace_lease.stop()
         if self.push is not None:
             self.push.stop()
         if self.extras is not None:
@@ -156,6 +204,53 @@ class Gateway:
         self.scanners.stop()
         self.store.stop()
         log.info("stopped")
+
+    def _guard_namespace(self, advertise: str) -> None:
+        """Over HBase: a lone gateway leases its namespace; a cluster marks it (never two
+        writers that do not know of each other)."""
+        from .store.hbase import HBaseStore
+
+        if not isinstance(self.store, HBaseStore):
+            return
+        from .cluster.exclusive import NamespaceLease
+
+        lease = NamespaceLease(
+            self.store.meta_table,
+            mode="cluster" if self.config.clustered else "single",
+            advertise=advertise,
+            namespace=self.store.address.namespace,
+            zookeeper=self.config.zookeeper or "",
+        )
+        lease.acquire()
+        self.namespace_lease = lease
+        if self.config.clustered:
+            lease.start_renewing(when=lambda: self.cluster is not None and self.cluster.is_leader())
+        else:
+            lease.start_renewing()
+            self.store.guard = lambda _queue, _partition: lease.check()
+
+    def _join_cluster(self, thrift: Any, advertise: str) -> None:
+        from .cluster.forward import Forwarder
+        from .cluster.member import ClusterMember, ClusterOptions
+
+        assert self.service is not None and self.push is not None
+        self.push.owns = lambda queue, partition: bool(
+            self.cluster and self.cluster.owns(queue, partition)
+        )
+        self.forwarder = Forwarder(thrift, framed=self.config.framed, compact=self.config.compact)
+        self.cluster = ClusterMember(
+            ClusterOptions(
+                zookeeper=self.config.zookeeper or "",
+                advertise=advertise,
+                session_timeout=self.config.zookeeper_session_timeout,
+                move_wait=self.config.cluster_move_wait,
+            ),
+            _Hooks(self),
+        )
+        self.service.forwarder = self.forwarder
+        self.service.cluster = self.cluster
+        self.store.guard = self.cluster.guard  # type: ignore[attr-defined]
+        self.cluster.start()
 
     def _registry(self) -> SubscriptionRegistry:
         if self.config.zookeeper:
@@ -177,8 +272,30 @@ class Gateway:
         self.stop()
 
 
+class _Hooks(Hooks):
+    """What the cluster changes in this gateway when partitions come and go."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+
+    def gained(self, queue: str, partition: int, floor_ms: int) -> None:
+        assert self.gateway.service is not None and self.gateway.push is not None
+        self.gateway.service.own(queue, partition, floor_ms)
+        self.gateway.push.changed(queue, None)
+
+    def lost(self, queue: str, partition: int) -> None:
+        assert self.gateway.service is not None and self.gateway.push is not None
+        self.gateway.service.disown(queue, partition)
+        self.gateway.push.reconcile_queue(queue)  # workers stop, checkpoint written
+
+    def queues(self) -> dict[str, int]:
+        return {m.name: m.partitions for m in self.gateway.store.list_queues()}
+
+
 def open_store(config: GatewayConfig) -> PartitionStore:
-    """The store ``config.store`` names: ``embedded`` (default) or ``hbase://...``."""
+    """The store ``config.store`` names: ``embedded`` (default), ``memory`` or ``hbase://...``."""
+    if config.store == "memory":
+        return MemoryStore()  # nothing survives a restart: for tests and demos
     if config.store == "embedded":
         return EmbeddedStore(
             config.data_dir,

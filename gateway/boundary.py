@@ -19,6 +19,7 @@ from thriftpy2.thrift import TApplicationException, TProcessor
 from ._wirecheck import encode_messages_reply, extract_put
 from .errors import HQueueError, InvalidArgument
 from .scanners import MessageRows
+from .wire import direct_writer
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,7 @@ _PUTS = {
     b"putMessagesWithPid": (True, False),
     b"putMessage": (False, True),
     b"putMessageWithPid": (True, True),
+    b"forwardMessages": (True, False),
 }
 
 
@@ -80,8 +82,11 @@ class GatewayProcessor(TProcessor):
         seqid, queue, pid, topics, values = taken
         api = method.decode()
         result = getattr(self._service, api + "_result")()
+        forwarded = method == b"forwardMessages"
         put_raw = getattr(self._handler, "put_raw")  # noqa: B009 - checked in __init__
-        self._answer(oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values))
+        self._answer(
+            oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values, forwarded)
+        )
         return True
 
     def _answer(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:
@@ -112,8 +117,14 @@ class GatewayProcessor(TProcessor):
         if isinstance(rows, MessageRows):
             if self._binary:  # encode straight from the rows
                 reply = encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows)
-                oprot.trans.write(reply)
-                oprot.trans.flush()
+                # the reply is the only copy from here: a client slow to read it holds just it
+                result.success = rows = None
+                direct = direct_writer()
+                if direct is not None:
+                    direct(reply)
+                else:
+                    oprot.trans.write(reply)
+                    oprot.trans.flush()
                 return
             result.success = rows.to_messages(self._thrift)
         self.send_result(oprot, api, result, seqid)

@@ -21,8 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--store",
         default="embedded",
-        metavar="embedded|hbase://HOST:PORT[?OPTIONS]",
-        help="where messages live: the embedded store in --data-dir (default), or HBase "
+        metavar="embedded|memory|hbase://HOST:PORT[?OPTIONS]",
+        help="where messages live: the embedded store in --data-dir (default), memory (keeps "
+        "nothing across restarts: for tests and demos), or HBase "
         "through its Thrift1 server at HOST:PORT (options: admin=HOST:PORT of its Thrift2 "
         "server, default PORT+1; transport=buffered|framed; protocol=binary|compact; "
         "namespace=NS; pool=N; timeout=SECONDS; max_regions=N)",
@@ -80,11 +81,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="embedded store: size of a write-ahead log segment; after each one the families "
         "it wrote are flushed and it is reused (default %(default)s)",
     )
-    sub = p.add_argument_group("subscriptions (push)")
+    sub = p.add_argument_group("cluster and subscriptions")
     sub.add_argument(
         "--zookeeper",
-        metavar="HOST:PORT[/CHROOT]",
-        help="keep the subscription registry in ZooKeeper (default: in the embedded store)",
+        metavar="HOST:PORT[,...][/CHROOT]",
+        help="over HBase: form a gateway cluster with every gateway using the same ZooKeeper "
+        "and chroot (partitions are owned, moved and balanced across them), and keep the "
+        "subscription registry there; with the embedded store (one machine by design): only "
+        "the subscription registry (default: in the store)",
+    )
+    sub.add_argument(
+        "--cluster-move-wait",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="how long a put waits for a partition that is changing owner before it fails "
+        "with IOError (default %(default)s)",
     )
     sub.add_argument(
         "--zookeeper-session-timeout",
@@ -152,6 +164,44 @@ def build_parser() -> argparse.ArgumentParser:
         "(default %(default)s)",
     )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    guard = p.add_argument_group("limits against hostile or broken clients")
+    guard.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a partly received request that gets no byte for this long closes its connection "
+        "(idle connections between requests stay open) (default %(default)s)",
+    )
+    guard.add_argument(
+        "--max-pending-request-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        help="bytes of unfinished requests all connections together may hold; past it large "
+        "requests wait (at most --request-timeout) (default 256 MiB)",
+    )
+    guard.add_argument(
+        "--send-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a reply not sent within this long (the client stopped reading) closes its "
+        "connection (default %(default)s)",
+    )
+    guard.add_argument(
+        "--subscriber-hosts",
+        default="",
+        metavar="HOST[,HOST...]",
+        help="hosts a subscriber's address may name besides the host of the subscribe call "
+        "(default: none; '*' allows any)",
+    )
+    guard.add_argument(
+        "--max-scanner-partitions",
+        type=int,
+        default=1 << 20,
+        help="partitions all open scanners may cover together; opening more is an IOError "
+        "(default %(default)s: 32 scanners over the widest queue)",
+    )
     return p
 
 
@@ -165,6 +215,9 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_timeout",
         "push_backoff_max",
         "checkpoint_interval",
+        "request_timeout",
+        "send_timeout",
+        "cluster_move_wait",
         "ack_timeout",
         "pull_lease",
     ):
@@ -179,12 +232,15 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_buffer",
         "push_buffer_bytes",
         "log_segment_mb",
+        "max_scanner_partitions",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.max_pending_request_bytes < args.max_request_bytes:
+        parser.error("--max-pending-request-bytes must be at least --max-request-bytes")
     if args.max_request_bytes < args.max_value_bytes + 4096:
         parser.error("--max-request-bytes must exceed --max-value-bytes by at least 4096")
-    if args.store != "embedded":
+    if args.store not in ("embedded", "memory"):
         from .store.hbase_schema import HBaseAddress
 
         try:
@@ -236,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         store=args.store,
         zookeeper=args.zookeeper,
         zookeeper_session_timeout=args.zookeeper_session_timeout,
+        cluster_move_wait=args.cluster_move_wait,
         push=PushOptions(
             buffer_messages=args.push_buffer,
             buffer_bytes=args.push_buffer_bytes,
@@ -248,6 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             ack_timeout=args.ack_timeout,
             pull_lease=args.pull_lease,
         ),
+        request_timeout=args.request_timeout,
+        max_pending_request_bytes=args.max_pending_request_bytes,
+        send_timeout=args.send_timeout,
+        subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
+        max_scanner_partitions=args.max_scanner_partitions,
     )
     gateway = Gateway(config)
     try:

@@ -9,8 +9,8 @@ partitions (newest first when reversed), ties broken by partition id.
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
+import secrets
 import time
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import gevent
 
-from . import rowkey
+from . import peer, rowkey
 from .errors import InvalidArgument, Overloaded
 from .ids import wall_clock_ms
 from .rowkey import MessageId
@@ -75,11 +75,17 @@ class PartitionCursor:
     def peek_ready(self) -> bool:
         return bool(self._buffer)
 
-    def fill(self, store: PartitionStore, meta: QueueMeta, want: int) -> None:
-        """Reads until at least ``want`` rows are buffered or the range is exhausted."""
+    def exhausted(self) -> bool:
+        return self._done and not self._buffer
+
+    def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
+        """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
+        values, are buffered, or the range is exhausted. The byte bound keeps what a reply
+        reads ahead within the reply cap: 160 bodies of 1 MiB asked for at once were all read
+        (and the ones past the 16 MiB reply held in the scanner afterwards)."""
         cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
         limit = max(want, self.chunk)
-        while len(self._buffer) < want and not self._done:
+        while len(self._buffer) < want and self._bytes < max_bytes and not self._done:
             lower = max(self._lower, cutoff)
             result = store.scan(
                 meta,
@@ -89,6 +95,7 @@ class PartitionCursor:
                 reverse=self.spec.reverse,
                 topics=self.spec.topics,
                 limit=limit - len(self._buffer),
+                max_bytes=max_bytes - self._bytes,
             )
             self._buffer.extend(result.rows)
             self._bytes += result.size
@@ -98,30 +105,32 @@ class PartitionCursor:
                 self._upper = result.resume_after
             else:
                 self._lower = result.resume_after + b"\x00"  # keys are fixed-length
-            if not self._done and len(self._buffer) < want:
+            if not self._done and len(self._buffer) < want and self._bytes < max_bytes:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
     def take(self, n: int, max_bytes: int) -> list[Row]:
         """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
         buf = self._buffer
-        if self._bytes > max_bytes:  # rare: count row by row
-            rows: list[Row] = []
-            size = 0
-            while buf and len(rows) < n and size < max_bytes:
-                row = buf.popleft()
-                size += len(row[2]) + len(row[3])
-                rows.append(row)
-            self._bytes = max(0, self._bytes - size)
-            return rows
-        if n >= len(buf):
+        if n >= len(buf) and self._bytes <= max_bytes:
             rows = list(buf)
             buf.clear()
             self._bytes = 0
             return rows
-        return [buf.popleft() for _ in range(n)]  # what is left keeps the (upper) bound
+        # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
+        # stops reading ahead on it.
+        rows = []
+        size = 0
+        while buf and len(rows) < n and size < max_bytes:
+            row = buf.popleft()
+            size += len(row[2]) + len(row[3])
+            rows.append(row)
+        self._bytes = max(0, self._bytes - size) if buf else 0
+        return rows
 
     def pop(self) -> Row:
-        return self._buffer.popleft()
+        row = self._buffer.popleft()
+        self._bytes = max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0
+        return row
 
     def head(self) -> Row:
         return self._buffer[0]
@@ -162,9 +171,21 @@ class Scanner:
         self.queue = meta.name
         self.generation = meta.generation
         self.spec = spec
-        self.cursors = [PartitionCursor(p, spec) for p in partitions]
+        # Partitions whose cursor is not made yet: a queue scanner over 32767 partitions cost
+        # ~32 MiB at open when every cursor was made at once. Cursors are made at the first
+        # read and dropped once their partition is exhausted.
+        self._pending: Sequence[int] | None = partitions
+        self.width = len(partitions)  # what the registry counts against its cap
+        self.cursors: list[PartitionCursor] = []
+        if len(partitions) == 1:
+            self._make_cursors()
         self.last_used = time.monotonic()
         self.busy = False
+
+    def _make_cursors(self) -> None:
+        if self._pending is not None:
+            self.cursors = [PartitionCursor(p, self.spec) for p in self._pending]
+            self._pending = None
 
     def _meta(self) -> QueueMeta:
         meta = self.store.get_queue(self.queue)
@@ -181,21 +202,35 @@ class Scanner:
         meta = self._meta()
         if len(self.cursors) == 1:
             cursor = self.cursors[0]
-            cursor.fill(self.store, meta, n)
+            cursor.fill(self.store, meta, n, max_bytes)
             return MessageRows(cursor.partition, cursor.take(n, max_bytes))
         return self._merge(meta, n, max_bytes)
 
     def _merge(self, meta: QueueMeta, n: int, max_bytes: int) -> MessageRows:
         # Every cursor that is not exhausted must have a head row before we can pick the
         # smallest; refill a cursor only when it has run dry.
-        reverse = self.spec.reverse
         per_cursor = max(1, min(self.spec.caching, n))
+        # Every cursor needs a head row to merge; together they read ahead about one reply.
+        per_cursor_bytes = max(1, max_bytes // max(1, len(self.cursors) or self.width))
+        if self._pending is not None:  # the first read: keep only partitions with rows
+            pending, self._pending = self._pending, None
+            for i, p in enumerate(pending):
+                if i % 512 == 511:
+                    gevent.sleep(0)
+                cursor = PartitionCursor(p, self.spec)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+                if not cursor.exhausted():
+                    self.cursors.append(cursor)
+        self.cursors = [c for c in self.cursors if not c.exhausted()]
+        if not self.cursors:
+            return MessageRows([], [])
+        reverse = self.spec.reverse
         heap: list[tuple[Any, ...]] = []
         for index, cursor in enumerate(self.cursors):
             if index % 512 == 511:
                 gevent.sleep(0)  # a queue may have 32767 partitions; let others in meanwhile
             if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
             if cursor.peek_ready():
                 heap.append(self._order(cursor.head(), cursor.partition, index, reverse))
         heapq.heapify(heap)
@@ -210,7 +245,7 @@ class Scanner:
             rows.append(row)
             size += len(row[3]) + len(row[2])
             if not cursor.peek_ready():
-                cursor.fill(self.store, meta, per_cursor)
+                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
             if cursor.peek_ready():
                 heapq.heappush(heap, self._order(cursor.head(), cursor.partition, index, reverse))
         return MessageRows(partitions, rows)
@@ -223,19 +258,36 @@ class Scanner:
 
 
 class ScannerRegistry:
-    """Open scanners by id. Idle ones expire; the number open at once is bounded."""
+    """Open scanners by id. Idle ones expire; the number open at once is bounded.
 
-    def __init__(self, *, idle_timeout: float = 60.0, max_open: int = 10_000) -> None:
+    A scanner belongs to the connection that opened it (:mod:`gateway.peer`): another
+    connection asking for its id is told there is no such scanner, exactly as for an id never
+    issued, and its connection's end closes it. Ids are drawn at random as well, so they say
+    nothing about how many were opened or which ids others hold.
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_timeout: float = 60.0,
+        max_open: int = 10_000,
+        max_partitions: int = 1 << 20,
+    ) -> None:
         if idle_timeout <= 0:
             raise ValueError("'idle_timeout' must be > 0 seconds")
         if max_open < 1:
             raise ValueError("'max_open' must be >= 1")
+        if max_partitions < 1:
+            raise ValueError("'max_partitions' must be >= 1")
         self.idle_timeout = idle_timeout
         self.max_open = max_open
-        self._open: dict[int, Scanner] = {}
-        # Recently finished or expired ids, so errors can say what happened to them.
-        self._gone: OrderedDict[int, str] = OrderedDict()
-        self._ids = itertools.count(1)
+        # Partitions of all open scanners together: each may hold a cursor and its head rows.
+        self.max_partitions = max_partitions
+        self.partitions = 0
+        self._open: dict[int, tuple[int | None, Scanner]] = {}  # id -> (owner, scanner)
+        self._owned: dict[int | None, set[int]] = {}  # owner -> its open ids
+        # Recently finished or expired ids, so errors can tell their owner what happened.
+        self._gone: OrderedDict[int, tuple[int | None, str]] = OrderedDict()
         self._reaper: gevent.Greenlet | None = None
 
     def start(self) -> None:
@@ -245,6 +297,8 @@ class ScannerRegistry:
         if self._reaper is not None:
             self._reaper.kill()
         self._open.clear()
+        self._owned.clear()
+        self.partitions = 0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -256,41 +310,69 @@ class ScannerRegistry:
                 raise Overloaded(
                     f"too many open scanners ({self.max_open}); close the ones you no longer use"
                 )
+        if self.partitions + scanner.width > self.max_partitions:
+            self.expire_idle()
+            if self.partitions + scanner.width > self.max_partitions:
+                raise Overloaded(
+                    f"open scanners cover {self.partitions} partitions; this one would pass the "
+                    f"limit of {self.max_partitions} (--max-scanner-partitions): close scanners "
+                    "you no longer use"
+                )
         while True:
-            sid = next(self._ids)
-            if sid > MAX_SCANNER_ID:
-                self._ids = itertools.count(1)
-                continue
+            sid = secrets.randbelow(MAX_SCANNER_ID) + 1
             if sid not in self._open:
                 break
-        self._open[sid] = scanner
+        owner = _owner()
+        self._open[sid] = (owner, scanner)
+        self.partitions += scanner.width
+        self._owned.setdefault(owner, set()).add(sid)
         self._gone.pop(sid, None)
         return sid
 
     def get(self, sid: Any) -> Scanner:
-        scanner = self._open.get(sid) if isinstance(sid, int) else None
-        if scanner is None:
-            why = self._gone.get(sid) if isinstance(sid, int) else None
+        owner = _owner()
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is None or entry[0] != owner:
+            gone = self._gone.get(sid) if isinstance(sid, int) else None
+            why = gone[1] if gone is not None and gone[0] == owner else None
             raise InvalidArgument("id", f"no open scanner {sid!r}" + (f" ({why})" if why else ""))
+        scanner = entry[1]
         scanner.last_used = time.monotonic()
         return scanner
 
     def finish(self, sid: int, why: str) -> None:
-        if self._open.pop(sid, None) is not None:
-            self._gone[sid] = why
+        entry = self._open.pop(sid, None)
+        if entry is not None:
+            self.partitions -= entry[1].width
+            owned = self._owned.get(entry[0])
+            if owned is not None:
+                owned.discard(sid)
+                if not owned:
+                    del self._owned[entry[0]]
+            self._gone[sid] = (entry[0], why)
             while len(self._gone) > 10_000:
                 self._gone.popitem(last=False)
 
     def close(self, sid: Any) -> None:
-        if isinstance(sid, int) and sid in self._open:
+        entry = self._open.get(sid) if isinstance(sid, int) else None
+        if entry is not None and entry[0] == _owner():
             self.finish(sid, "closed")
-        elif not (isinstance(sid, int) and self._gone.get(sid) == "it reached its end"):
+            return
+        gone = self._gone.get(sid) if isinstance(sid, int) else None
+        if not (gone is not None and gone == (_owner(), "it reached its end")):
             # Closing a scanner that ran to its end is harmless: clients are told to close.
             self.get(sid)
 
+    def drop_owner(self, owner: int) -> int:
+        """Closes every scanner of connection ``owner`` (it went away); returns how many."""
+        sids = list(self._owned.get(owner, ()))
+        for sid in sids:
+            self.finish(sid, "its connection closed")
+        return len(sids)
+
     def expire_idle(self) -> int:
         deadline = time.monotonic() - self.idle_timeout
-        stale = [sid for sid, s in self._open.items() if s.last_used < deadline and not s.busy]
+        stale = [sid for sid, (_, s) in self._open.items() if s.last_used < deadline and not s.busy]
         for sid in stale:
             self.finish(sid, f"expired after {self.idle_timeout:g} s idle")
         return len(stale)
@@ -301,3 +383,8 @@ class ScannerRegistry:
             expired = self.expire_idle()
             if expired:
                 log.info("expired %d idle scanner(s)", expired)
+
+
+def _owner() -> int | None:
+    caller = peer.current()
+    return None if caller is None else caller.id

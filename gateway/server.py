@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
+import gevent.event
 from gevent.server import StreamServer
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
@@ -23,7 +26,15 @@ from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
-from .wire import BULK_METHODS, MessageReader, RequestLimits, SocketWriter
+from . import peer
+from .wire import (
+    BULK_METHODS,
+    MessageReader,
+    PendingBudget,
+    RequestLimits,
+    SocketWriter,
+    set_direct_writer,
+)
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +44,15 @@ class WireOptions:
     framed: bool = False
     compact: bool = False
     limits: RequestLimits = field(default_factory=RequestLimits)
+    request_timeout: float = 30.0  # seconds a partly received request may stall
+    send_timeout: float = 60.0  # seconds a reply may take to be sent
+    max_pending_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
+
+
+# After a reply larger than this, a connection's output transport is replaced: thriftpy2's
+# buffer keeps the size of the largest reply it wrote (16 MiB scans) for the connection's life.
+_KEEP_WRITE_BUFFER = 256 * 1024
+_FRAME_HEADER = struct.Struct(">i")
 
 
 class ThriftServer:
@@ -40,12 +60,28 @@ class ThriftServer:
     and then every open connection (in-flight calls get ``grace`` seconds to finish)."""
 
     def __init__(self, processor: Any, host: str, port: int, wire: WireOptions) -> None:
+        # Connections accepted before the processor is set (the gateway binds first, to know
+        # its port, and joins its cluster before it serves) wait for it.
+        self._ready = gevent.event.Event()
         self.processor = processor
         self.wire = wire
         self._trans = TCyFramedTransportFactory() if wire.framed else TCyBufferedTransportFactory()
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
+        self.pending = PendingBudget(wire.max_pending_bytes)
         self._connections: set[socket.socket] = set()
+        # Called with a connection's Peer once it is gone (the gateway closes its scanners).
+        self.on_close: Callable[[peer.Peer], object] | None = None
+
+    @property
+    def processor(self) -> Any:
+        return self._processor
+
+    @processor.setter
+    def processor(self, processor: Any) -> None:
+        self._processor = processor
+        if processor is not None:
+            self._ready.set()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -66,10 +102,27 @@ class ThriftServer:
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        caller = peer.enter(*_host_port(address))
+        self._ready.wait()
         reader = MessageReader(
-            sock, framed=self.wire.framed, compact=self.wire.compact, limits=self.wire.limits
+            sock,
+            framed=self.wire.framed,
+            compact=self.wire.compact,
+            limits=self.wire.limits,
+            request_timeout=self.wire.request_timeout,
+            budget=self.pending,
         )
-        oprot = self._proto.get_protocol(self._trans.get_transport(SocketWriter(sock)))
+        writer = SocketWriter(sock, self.wire.send_timeout)
+        if self.wire.framed:
+
+            def write_framed(data: bytes) -> None:
+                writer.write(_FRAME_HEADER.pack(len(data)))
+                writer.write(data)
+
+            set_direct_writer(write_framed)
+        else:
+            set_direct_writer(writer.write)
+        oprot = self._proto.get_protocol(self._trans.get_transport(writer))
         new_protocol = self._proto.get_protocol
         process = self.processor.process
         fast_put = (
@@ -80,12 +133,15 @@ class ThriftServer:
             while True:
                 message, method = reader.next_message()
                 if (
-                    fast_put is not None
-                    and method in BULK_METHODS
-                    and fast_put(message, method, oprot)
+                    fast_put is None
+                    or method not in BULK_METHODS
+                    or not fast_put(message, method, oprot)
                 ):
-                    continue
-                process(new_protocol(TCyMemoryBuffer(message)), oprot)
+                    process(new_protocol(TCyMemoryBuffer(message)), oprot)
+                del message
+                if writer.largest > _KEEP_WRITE_BUFFER:
+                    writer.largest = 0
+                    oprot = self._proto.get_protocol(self._trans.get_transport(writer))
         except TTransportException as exc:
             if exc.type != TTransportException.END_OF_FILE:
                 log.info("closing connection from %s: %s", _peer(address), exc)
@@ -97,10 +153,19 @@ class ThriftServer:
             # a checked message that still does not decode (a wrong type for a field, ...)
             log.info("closing connection from %s: %s: %s", _peer(address), type(exc).__name__, exc)
         finally:
+            reader.close()
             self._connections.discard(sock)
             with contextlib.suppress(OSError):
                 sock.close()
+            if self.on_close is not None:
+                self.on_close(caller)
 
 
 def _peer(address: Any) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
+
+
+def _host_port(address: Any) -> tuple[str, int]:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return str(address[0]), int(address[1])
+    return str(address), 0  # a Unix socket: no host

@@ -6,22 +6,27 @@ boundary (:mod:`gateway.boundary`) turns those into the IDL's ``IllegalArgument`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
+
+import gevent
 
 from . import validation
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
-from .rowkey import MAX_SEQUENCE, consecutive_ids, consecutive_keys
+from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, consecutive_keys
 from .rowkey import encode as encode_key
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 
 if TYPE_CHECKING:
+    from .cluster.forward import Forwarder
+    from .cluster.member import ClusterMember
     from .subscriptions.service import SubscriptionService
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,10 @@ class GatewayService:
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
         # Set by the gateway: message keys and properties (gateway.keys).
         self.extras: MessageExtras | None = None
+        # Set in a gateway cluster: who owns which partition, and the hop to the owner.
+        self.cluster: ClusterMember | None = None
+        self.forwarder: Forwarder | None = None
+        self._floors: dict[tuple[str, int], int] = {}  # ids start at or above (ms)
 
     # -- puts -----------------------------------------------------------------------------
 
@@ -68,22 +77,32 @@ class GatewayService:
         self._put(queueName, None, tMessages, "tMessages")
 
     def putMessageWithPid(self, queueName: Any, partitionID: Any, tMessage: Any) -> None:
-        self._put(queueName, partitionID, [tMessage], "tMessage")
+        self._put(queueName, _required_pid(partitionID), [tMessage], "tMessage")
 
     def putMessagesWithPid(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
-        self._put(queueName, partitionID, tMessages, "tMessages")
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages")
+
+    def forwardMessages(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
+        self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
 
     def _put(
-        self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str
+        self,
+        raw_queue: Any,
+        raw_pid: Any,
+        messages: Any,
+        argument: str,
+        forwarded: bool = False,
+        want_ids: bool = False,
     ) -> list[tuple[int, int, int]]:
-        """Stores the messages; their (partition, timestamp, sequence), in order."""
+        """Stores the messages; with ``want_ids`` their (partition, timestamp, sequence), in
+        order (else [])."""
         meta = self._queue(raw_queue, writable=True)
         if messages is None or (argument == "tMessage" and messages[0] is None):
             raise InvalidArgument(argument, "must be set")
         self._check_count(len(messages), argument)
         n_partitions = meta.partitions
         forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
-        default = forced if forced is not None else random.randrange(n_partitions)
+        default = forced if forced is not None else self._any_partition(meta)
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
         extras: dict[int, dict[int, Extras]] = {}  # partition -> index in group -> extras
         where: list[tuple[int, int]] = []  # per message: (partition, index in its group)
@@ -115,22 +134,38 @@ class GatewayService:
             where.append((pid, len(group[0])))
             group[0].append(topic)
             group[1].append(value)
-        firsts = self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()], extras)
+        firsts = self._store(
+            meta, [(pid, t, v) for pid, (t, v) in groups.items()], forwarded, extras, want_ids
+        )
+        if not want_ids:
+            return []
         return [(pid, *_nth_id(firsts[pid], n)) for pid, n in where]
 
     def put_raw(
-        self, raw_queue: bytes, raw_pid: int | None, topics: list[bytes], values: list[bytes]
+        self,
+        raw_queue: bytes,
+        raw_pid: int | None,
+        topics: list[bytes],
+        values: list[bytes],
+        forwarded: bool = False,
     ) -> None:
         """A put whose messages were already taken apart and checked on the wire (topics
         1..255 bytes, values within the limit, no per-message partition): see
-        :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``."""
+        :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``;
+        ``forwarded``: ``forwardMessages`` from another gateway of the cluster."""
         meta = self._queue(raw_queue, writable=True)
         self._check_count(len(values), "tMessages")
         if raw_pid is None:
-            pid = random.randrange(meta.partitions)
+            pid = self._any_partition(meta)
         else:
             pid = validation.partition(raw_pid, meta.partitions)
-        self._store(meta, [(pid, topics, values)])
+        self._store(meta, [(pid, topics, values)], forwarded)
+
+    def _any_partition(self, meta: QueueMeta) -> int:
+        """A put that names no partition: a random one (in a cluster, one owned here)."""
+        if self.cluster is not None:
+            return self.cluster.pick_partition(meta.name, meta.partitions)
+        return random.randrange(meta.partitions)
 
     def _check_count(self, count: int, argument: str) -> None:
         if count > self.limits.max_batch_messages:
@@ -143,9 +178,22 @@ class GatewayService:
         self,
         meta: QueueMeta,
         groups: list[tuple[int, list[bytes], list[bytes]]],
+        forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
+        want_ids: bool = False,
     ) -> dict[int, tuple[int, int]]:
         """Stores each group on its partition; the first id of each partition's group."""
+        if self.cluster is not None:
+            if extras or want_ids:
+                # a hop to the owner carries topics and values only (forwardMessages)
+                for pid, _, values in groups:
+                    if values and self.cluster.route(meta.name, pid, forwarded=forwarded):
+                        raise StoreError(
+                            f"partition {pid} of '{meta.name}' is owned by another gateway: "
+                            "put messages with keys or properties, or asking for their ids, "
+                            "to the owner (getQueueLocations)"
+                        )
+            return self._store_in_cluster(meta, groups, forwarded, extras)
         batches = []
         firsts = {}
         for pid, topics, values in groups:
@@ -158,10 +206,7 @@ class GatewayService:
             )
         if batches:
             self.store.put(meta, batches)
-            if extras and self.extras is not None:
-                for pid, by_index in extras.items():
-                    ids = consecutive_ids(*firsts[pid], max(by_index) + 1)
-                    self.extras.save(meta, pid, ((ids[n], ex) for n, ex in by_index.items()))
+            self._save_extras(meta, firsts, extras)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
         return firsts
@@ -172,7 +217,10 @@ class GatewayService:
         """A put by the gateway itself (dead letters): ids of the messages, in order."""
         extras = {partition: {i: ex for i, (_, _, ex) in enumerate(messages) if ex}}
         firsts = self._store(
-            meta, [(partition, [m[0] for m in messages], [m[1] for m in messages])], extras
+            meta,
+            [(partition, [m[0] for m in messages], [m[1] for m in messages])],
+            extras=extras,
+            want_ids=True,
         )
         return consecutive_ids(*firsts[partition], len(messages)) if messages else []
 
@@ -180,9 +228,83 @@ class GatewayService:
         self, queueName: Any, partitionID: Any, tMessages: Any
     ) -> list[Any]:
         pid = None if partitionID == -1 else partitionID
-        placed = self._put(queueName, pid, tMessages, "tMessages")
+        placed = self._put(queueName, pid, tMessages, "tMessages", want_ids=True)
         mid = self._t.TMessageID
         return [mid(ts, seq) for _, ts, seq in placed]
+
+    def _store_in_cluster(
+        self,
+        meta: QueueMeta,
+        groups: list[tuple[int, list[bytes], list[bytes]]],
+        forwarded: bool,
+        extras: dict[int, dict[int, Extras]] | None = None,
+    ) -> dict[int, tuple[int, int]]:
+        """Writes the groups of partitions owned here, forwards the others to their owners
+        (at the same time), and returns once every one of them is acknowledged; the first id
+        of each local group."""
+        firsts: dict[int, tuple[int, int]] = {}
+        cluster, forwarder = self.cluster, self.forwarder
+        assert cluster is not None and forwarder is not None
+        name = meta.name
+        local, hops = [], []
+        for pid, topics, values in groups:
+            if not values:
+                continue
+            owner = cluster.route(name, pid, forwarded=forwarded)
+            if owner is None:
+                local.append((pid, topics, values))
+            else:
+                hops.append(gevent.spawn(_outcome, forwarder.forward, owner, name, pid, topics,
+                                         values))  # fmt: skip
+        try:
+            if local:
+                with contextlib.ExitStack() as owned:
+                    batches = []
+                    for pid, topics, values in local:
+                        owned.enter_context(cluster.writing(name, pid))
+                        alloc = self._allocator(meta, pid)
+                        ts, seq = alloc.allocate(len(values))
+                        firsts[pid] = (ts, seq)
+                        last = alloc.last
+                        assert last is not None
+                        cluster.check_id(last.timestamp)
+                        keys = consecutive_keys(pid, ts, seq, len(values))
+                        batches.append(PutBatch(pid, keys, topics, values))
+                    self.store.put(meta, batches)
+                for b in batches:
+                    cluster.count_put(name, b.partition, len(b.keys))
+                self._save_extras(meta, firsts, extras)
+                if self.after_put is not None:
+                    self.after_put(name, [b.partition for b in batches])
+        finally:
+            gevent.joinall(hops)
+        for hop in hops:
+            if hop.value is not None:
+                raise hop.value
+        return firsts
+
+    def _save_extras(
+        self,
+        meta: QueueMeta,
+        firsts: dict[int, tuple[int, int]],
+        extras: dict[int, dict[int, Extras]] | None,
+    ) -> None:
+        if extras and self.extras is not None:
+            for pid, by_index in extras.items():
+                if pid in firsts and by_index:
+                    self.extras.save(
+                        meta, pid, ((_nth_id(firsts[pid], n), ex) for n, ex in by_index.items())
+                    )
+
+    def own(self, queue: str, partition: int, floor_ms: int) -> None:
+        """This gateway became the partition's owner: its ids start at or above ``floor_ms``
+        and above the newest stored row (read again now, after the previous owner stopped)."""
+        self._allocators.pop((queue, partition), None)
+        self._floors[(queue, partition)] = floor_ms
+
+    def disown(self, queue: str, partition: int) -> None:
+        self._allocators.pop((queue, partition), None)
+        self._floors.pop((queue, partition), None)
 
     def _coerce(self, m: Any, i: int, single: bool, argument: str) -> tuple[bytes, bytes]:
         """The slow path of one message: str accepted as UTF-8, anything wrong refused."""
@@ -229,8 +351,12 @@ class GatewayService:
         slot = (meta.name, partition)
         alloc = self._allocators.get(slot)
         if alloc is None:
-            # Seeded from the newest stored row, so ids keep increasing across restarts.
+            # Seeded from the newest stored row, so ids keep increasing across restarts, and
+            # in a cluster above every id a previous owner could still write (its ceiling).
             last = self.store.last_id(meta, partition)
+            floor = self._floors.get(slot)
+            if floor is not None and (last is None or last.timestamp < floor):
+                last = MessageId(floor - 1, MAX_SEQUENCE)
             # A store that does I/O yields in last_id: a concurrent first put to this
             # partition may have seeded the allocator meanwhile, and two would hand out
             # the same ids.
@@ -248,7 +374,7 @@ class GatewayService:
 
     def queueScannerOpen(self, queueName: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
-        return self._open(meta, list(range(meta.partitions)), messageScan)
+        return self._open(meta, range(meta.partitions), messageScan)
 
     def combinedScannerOpen(self, queueName: Any, partitionIDs: Any, messageScan: Any) -> int:
         meta = self._queue(queueName)
@@ -262,7 +388,7 @@ class GatewayService:
         )
         return self._open(meta, partitions, messageScan)
 
-    def _open(self, meta: QueueMeta, partitions: list[int], raw: Any) -> int:
+    def _open(self, meta: QueueMeta, partitions: Sequence[int], raw: Any) -> int:
         spec = self._scan_spec(raw)
         return self.scanners.add(Scanner(self.store, meta, partitions, spec))
 
@@ -357,8 +483,43 @@ class GatewayService:
 
     def getQueueLocations(self, queueName: Any) -> list[bytes]:
         meta = self._queue(queueName, enabled=False)
+        if self.cluster is not None:
+            return [a.encode() for a in self.cluster.locations(meta.name, meta.partitions)]
         address = self.advertise.encode()
         return [address] * meta.partitions
+
+    def listGateways(self) -> list[Any]:
+        info = self._t.TGatewayInfo
+        cluster = self.cluster
+        if cluster is None:
+            owned = {m.name.encode(): list(range(m.partitions)) for m in self.store.list_queues()}
+            total = sum(len(p) for p in owned.values())
+            return [info(self.advertise.encode(), "", True, total, None, owned)]
+        assignment = cluster.assignment()
+        out = []
+        for member in cluster.members():
+            parts = {
+                q.encode(): [p for p, gid in enumerate(owners) if gid == member.gid]
+                for q, owners in assignment.items()
+            }
+            parts = {q: ps for q, ps in parts.items() if ps}
+            out.append(
+                info(
+                    member.advertise.encode(),
+                    member.gid,
+                    member.gid == cluster.members()[0].gid,
+                    sum(len(ps) for ps in parts.values()),
+                    member.put_rate,
+                    parts,
+                )
+            )
+        return out
+
+    def balanceCluster(self, maxMoves: Any) -> int:
+        moves = validation.batch_size(maxMoves, 1_000_000, "maxMoves")
+        if self.cluster is None:
+            return 0
+        return self.cluster.balance(moves)
 
     def createQueue(
         self, queueName: Any, partitionCount: Any, ttlSeconds: Any, config: Any
@@ -460,6 +621,24 @@ def _nth_id(first: tuple[int, int], n: int) -> tuple[int, int]:
     """The n-th of the consecutive ids starting at ``first``."""
     span = MAX_SEQUENCE + 1
     return first[0] + (first[1] + n) // span, (first[1] + n) % span
+
+
+def _required_pid(raw: Any) -> Any:
+    """Only the methods without a pid pick a partition: an unset one here is a mistake (a
+    client that forgot it would otherwise scatter its messages)."""
+    if raw is None:
+        raise InvalidArgument("partitionID", "must be set (putMessages picks a partition)")
+    return raw
+
+
+def _outcome(fn: Callable[..., None], *args: Any) -> BaseException | None:
+    """Runs ``fn`` in a greenlet of its own and returns its error instead of raising it
+    (gevent would print the traceback of a greenlet that raised)."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        return exc
+    return None
 
 
 def _size(raw: Any) -> str:

@@ -7,9 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import InvalidArgument
-from .rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MessageId
+from .rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
 
 QUEUE_NAME = re.compile(rb"[A-Za-z0-9_.\-]{1,128}\Z")
+# "." and ".." match QUEUE_NAME but name a directory itself or its parent wherever a queue
+# name becomes a path (HBase table directories, export folders): refused everywhere.
+_RESERVED_NAMES = frozenset([b".", b".."])
+# ASCII digits only: str.isdigit() also accepts '²' or '٣', which int() then refuses (or
+# reads as another number). 18 digits keep every value an int64.
+_CONFIG_INT = re.compile(r"\s*([0-9]{1,18})\s*", re.ASCII)
 MAX_TOPIC_BYTES = 255
 MAX_TTL_SECONDS = 2**31 - 1
 
@@ -31,6 +37,8 @@ def queue_name(raw: Any, argument: str = "queueName") -> str:
         raw = raw.encode()
     if not isinstance(raw, bytes) or not QUEUE_NAME.match(raw):
         raise InvalidArgument(argument, f"must match [A-Za-z0-9_.-]{{1,128}}, got {_show(raw)}")
+    if raw in _RESERVED_NAMES:
+        raise InvalidArgument(argument, f"{_show(raw)} is reserved (it names a directory)")
     return raw.decode()
 
 
@@ -64,9 +72,13 @@ def queue_config(raw: Mapping[Any, Any] | None, partitions: int) -> dict[str, st
         v = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
         argument = f"config[{k!r}]"
         if k in _INT_KEYS:
-            if not v.strip().isdigit() or int(v) < _INT_KEYS[k]:
-                raise InvalidArgument(argument, f"must be an integer >= {_INT_KEYS[k]}, got {v!r}")
-            v = str(int(v))
+            digits = _CONFIG_INT.fullmatch(v)
+            if digits is None or int(digits.group(1)) < _INT_KEYS[k]:
+                raise InvalidArgument(
+                    argument,
+                    f"must be an integer >= {_INT_KEYS[k]} in ASCII digits, got {_show(v)}",
+                )
+            v = str(int(digits.group(1)))
         elif k == "hbase.hqueue.compression":
             if v.upper() not in _COMPRESSION:
                 raise InvalidArgument(argument, f"must be one of {sorted(_COMPRESSION)}, got {v!r}")
@@ -97,8 +109,10 @@ def message_id(raw: Any, argument: str) -> MessageId | None:
     ts, seq = raw.timestamp, raw.sequenceID
     if ts is None:
         raise InvalidArgument(f"{argument}.timestamp", "must be set")
-    if not isinstance(ts, int) or ts < 0:
-        raise InvalidArgument(f"{argument}.timestamp", f"must be >= 0 ms, got {_show(ts)}")
+    if not isinstance(ts, int) or not 0 <= ts <= MAX_TIMESTAMP:
+        raise InvalidArgument(
+            f"{argument}.timestamp", f"must be 0..{MAX_TIMESTAMP} ms, got {_show(ts)}"
+        )
     seq = 0 if seq is None else seq
     if not isinstance(seq, int) or not 0 <= seq <= MAX_SEQUENCE:
         raise InvalidArgument(f"{argument}.sequenceID", f"must be 0..{MAX_SEQUENCE}, got {seq}")

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
+import gevent.event
 from thriftpy2.transport import TTransportException
 
 from ._wirecheck import scan
@@ -21,10 +25,35 @@ _READ_CHUNK = 256 * 1024
 _FRAME = struct.Struct(">i")
 # Methods whose requests carry message bodies; every other request is small.
 BULK_METHODS = frozenset(
-    [b"putMessage", b"putMessages", b"putMessageWithPid", b"putMessagesWithPid"]
+    [
+        b"putMessage",
+        b"putMessages",
+        b"putMessageWithPid",
+        b"putMessagesWithPid",
+        b"forwardMessages",  # a put another gateway of the cluster forwards to the owner
+    ]
 )
 SMALL_REQUEST_BYTES = 1024 * 1024
 HEADER_BYTES = 4096 + 64
+# Bytes of an unfinished request a connection may buffer without drawing on the shared
+# PendingBudget: small requests (every call but large puts) never wait for it.
+FREE_PENDING_BYTES = 64 * 1024
+
+
+# How the running connection sends a reply that is already whole bytes (scan replies encoded in
+# C): straight to its socket, framed if need be, instead of through thriftpy2's output buffer,
+# which would copy it twice and keep a buffer of its size for the connection's life.
+_direct_writer: ContextVar[Callable[[bytes], None] | None] = ContextVar(
+    "hqueue_direct_writer", default=None
+)
+
+
+def direct_writer() -> Callable[[bytes], None] | None:
+    return _direct_writer.get()
+
+
+def set_direct_writer(write: Callable[[bytes], None]) -> None:
+    _direct_writer.set(write)
 
 
 class BadRequest(TTransportException):
@@ -45,9 +74,12 @@ class RequestLimits:
     def for_batches(
         cls, max_request_bytes: int, max_value_bytes: int, max_batch_messages: int
     ) -> RequestLimits:
+        # A string may be as long as a request: a body over --max-value-bytes is then refused
+        # by the service with IllegalArgument on a connection that stays open, instead of the
+        # client seeing its connection closed (a broken pipe) with no reason given.
         return cls(
             max_request_bytes=max_request_bytes,
-            max_string_bytes=max(max_value_bytes, 4096),
+            max_string_bytes=max(max_request_bytes, max_value_bytes, 4096),
             max_container=max(max_batch_messages, 32767),  # a list of every partition id
             max_values=8 * max_batch_messages + 1024,  # a message is at most ~5 values
         )
@@ -60,19 +92,84 @@ class RequestLimits:
         return min(self.max_request_bytes, SMALL_REQUEST_BYTES)
 
 
-class MessageReader:
-    """Yields the bytes of one checked message at a time from ``sock``."""
+class PendingBudget:
+    """The bytes all connections together may hold for requests not yet received whole.
 
-    def __init__(self, sock: socket.socket, *, framed: bool, compact: bool, limits: RequestLimits):
+    A client can start a 48 MiB put and go silent; a dozen such clients held ~289 MiB for good.
+    Past ``FREE_PENDING_BYTES`` a connection draws on this budget before each read; when it is
+    spent the read waits (the sender is held back by TCP) until others finish or give up, and
+    a connection that waits longer than its request timeout is closed.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1 byte")
+        self.limit = limit
+        self.used = 0
+        self._freed = gevent.event.Event()
+
+    def take(self, n: int, deadline: float) -> bool:
+        """Reserves ``n`` bytes, waiting until ``deadline`` (time.monotonic()); False if it
+        passed first."""
+        while self.used + n > self.limit and self.used > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self._freed.wait(left)
+        self.used += n
+        return True
+
+    def give(self, n: int) -> None:
+        if n:
+            self.used -= n
+            freed, self._freed = self._freed, gevent.event.Event()
+            freed.set()
+
+
+class MessageReader:
+    """Yields the bytes of one checked message at a time from ``sock``.
+
+    ``request_timeout``: seconds a partly received request may go without a byte arriving (an
+    idle connection between requests has no limit). ``budget``: shared by every connection,
+    see :class:`PendingBudget`. Call :meth:`close` when the connection ends.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        framed: bool,
+        compact: bool,
+        limits: RequestLimits,
+        request_timeout: float | None = None,
+        budget: PendingBudget | None = None,
+        idle_timeout: float | None = None,
+    ):
         self._sock = sock
         self._framed = framed
         self._compact = compact
         self._limits = limits
+        self._timeout = request_timeout
+        self._idle_timeout = idle_timeout  # between messages: None = wait as long as it takes
+        self._budget = budget
+        self._held = 0  # bytes drawn from the budget
         self._buf = bytearray()
 
     def next_message(self) -> tuple[bytes, bytes]:
         """(the bytes of one whole checked message, its method name)."""
-        return self._next_framed() if self._framed else self._next_buffered()
+        message = self._next_framed() if self._framed else self._next_buffered()
+        self._settle()
+        return message
+
+    def close(self) -> None:
+        """Gives back what this connection drew from the budget, and its buffer."""
+        self._buf = bytearray()
+        self._settle()
+
+    def _settle(self) -> None:
+        if self._budget is not None and self._held:
+            self._budget.give(self._held)
+            self._held = 0
 
     def _check(self, data: bytes | bytearray | memoryview, state: bytes | None) -> tuple:
         lim = self._limits
@@ -116,6 +213,19 @@ class MessageReader:
         limit = self._limits.max_request_bytes
         if not 0 < size <= limit:
             raise BadRequest(f"refused frame of {size} bytes (the limit is {limit})")
+        if size > self._limits.bytes_for(None):
+            # Judge the frame by its method before buffering it: a framed listQueues of
+            # 64 MiB used to be read whole before its 1 MiB limit was checked.
+            method = None
+            while method is None and len(buf) < 4 + size:
+                self._receive(buf)
+                head = bytes(buf[4 : 4 + min(size, HEADER_BYTES)])
+                method = self._check(head, None)[3]
+            if method is not None and size > self._limits.bytes_for(method):
+                raise BadRequest(
+                    f"refused frame of {size} bytes for{_named(method)} "
+                    f"(the limit is {self._limits.bytes_for(method)})"
+                )
         while len(buf) < 4 + size:
             self._receive(buf)
         frame = memoryview(buf)[4 : 4 + size]
@@ -130,7 +240,28 @@ class MessageReader:
         return message, method
 
     def _receive(self, buf: bytearray) -> None:
-        chunk = self._sock.recv(_READ_CHUNK)
+        sock = self._sock
+        if not buf:  # between requests: a client may stay idle as long as it likes
+            sock.settimeout(self._idle_timeout)
+        else:
+            deadline = time.monotonic() + (self._timeout or 1e9)
+            want = len(buf) + _READ_CHUNK - FREE_PENDING_BYTES - self._held
+            if self._budget is not None and want > 0:
+                if not self._budget.take(want, deadline):
+                    raise BadRequest(
+                        f"refused request: the gateway holds {self._budget.used} bytes of "
+                        f"unfinished requests (the limit is {self._budget.limit}) and this one "
+                        f"waited {self._timeout:g} s for room"
+                    )
+                self._held += want
+            sock.settimeout(max(0.001, deadline - time.monotonic()) if self._timeout else None)
+        try:
+            chunk = sock.recv(_READ_CHUNK)
+        except TimeoutError:
+            waited = self._timeout if buf else self._idle_timeout
+            raise BadRequest(
+                f"refused request: no byte of it for {waited or 0:g} s after {len(buf)} bytes"
+            ) from None
         if not chunk:
             raise TTransportException(TTransportException.END_OF_FILE, "peer closed")
         buf += chunk
@@ -141,15 +272,31 @@ def _named(method: bytes | None) -> str:
 
 
 class SocketWriter:
-    """The write side thriftpy2's output transports flush into."""
+    """The write side thriftpy2's output transports flush into.
 
-    __slots__ = ("_sock",)
+    ``send_timeout``: seconds one reply may take to be sent; a client that stops reading is
+    disconnected after it (its connection is not read meanwhile, so it holds at most this one
+    reply). ``largest`` is the biggest reply since the server last looked: thriftpy2's output
+    buffer grows to the largest reply and never shrinks, so the server replaces it after one.
+    """
 
-    def __init__(self, sock: socket.socket) -> None:
+    __slots__ = ("_sock", "largest", "send_timeout")
+
+    def __init__(self, sock: socket.socket, send_timeout: float | None = None) -> None:
         self._sock = sock
+        self.send_timeout = send_timeout
+        self.largest = 0
 
     def write(self, data: bytes) -> None:
-        self._sock.sendall(data)
+        self.largest = max(self.largest, len(data))
+        self._sock.settimeout(self.send_timeout)
+        try:
+            self._sock.sendall(data)
+        except TimeoutError:
+            raise TTransportException(
+                TTransportException.TIMED_OUT,
+                f"the client read no reply of {len(data)} bytes for {self.send_timeout:g} s",
+            ) from None
 
     def flush(self) -> None:
         pass

@@ -132,6 +132,16 @@ struct TSubscriberInfo {
   8: optional TRetryPolicy retryPolicy
 }
 
+/** A gateway of a cluster (issue 12): its address, what it owns and how busy it is. */
+struct TGatewayInfo {
+  1: optional Text address,             // its --advertise host:port
+  2: optional string gatewayID,         // this process's member id in ZooKeeper
+  3: optional bool leader,              // the member that assigns partitions
+  4: optional i32 partitionsOwned,
+  5: optional double putRate,           // messages/s put into its partitions (recent average)
+  6: optional map<Text, list<i16>> partitions  // queue -> owned partition ids
+}
+
 service HQueueService {
   /** Opens a scanner on one partition. */
   ScannerID messageScannerOpen(1: Text queueName, 2: i16 partitionID, 3: TMessageScan messageScan)
@@ -222,6 +232,26 @@ service HQueueService {
 
   /** Every subscriber of a queue with its per-partition checkpoint, newest id and lag. */
   list<TSubscriberInfo> listSubscribers(1: Text queueName)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  // ---- the gateway cluster (issue 12), appended ----------------------------------------------
+
+  /**
+   * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   */
+  void forwardMessages(1: Text queueName, 2: i16 partitionID, 3: list<TMessage> tMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** The live gateways of the cluster (one entry, this gateway, when it runs alone). */
+  list<TGatewayInfo> listGateways()
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /**
+   * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+   * partition counts balanced; returns how many partitions it moved.
+   */
+  i32 balanceCluster(1: i32 maxMoves)
       throws (1: IOError io, 2: IllegalArgument ia)
 
   // ---- consumers (MetaQ/RocketMQ features, issue 13), appended ----------------------------

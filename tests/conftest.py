@@ -157,6 +157,10 @@ class GatewayFactory:
         self, *flags: str, data_dir: Path | None = None, port: int | None = None
     ) -> GatewayProcess:
         n = len(self.started)
+        if data_dir is not None and port is None:
+            # a restart: the same address, as an operator restarts a gateway (over HBase a
+            # lone gateway's namespace lease belongs to its address)
+            port = next((gw.port for gw in self.started if gw.data_dir == data_dir), None)
         data_dir = data_dir or self.tmp_path / f"data{n}"
         gw = GatewayProcess(
             data_dir, self.tmp_path / f"gateway{n}.log", *flags, port=port, store=self.store

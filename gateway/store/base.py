@@ -136,11 +136,13 @@ class PartitionStore(abc.ABC):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,
     ) -> ScanResult:
         """Up to ``limit`` rows with ``lower <= key < upper`` of one partition, in key order
         (descending when ``reverse``), keeping only ``topics`` when given. The store may stop
-        early (after examining a bounded number of rows) and says where via ``resume_after``.
-        Only durable rows are returned."""
+        early (after examining a bounded number of rows, or once the rows' topics and values
+        reach ``max_bytes``: a hint that bounds a reply's memory) and says where via
+        ``resume_after``. Only durable rows are returned."""
 
     # -- small metadata records -----------------------------------------------------------
     # A namespaced key/value map for the gateway's own bookkeeping (the embedded subscription

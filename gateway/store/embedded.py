@@ -34,6 +34,8 @@ away in the thread pool (RocksDB compaction also releases the GIL), so puts neve
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -85,6 +87,8 @@ MAX_EXAMINED_PER_SCAN = 4096
 # queue then still takes milliseconds; 960 families made it take 2 s).
 MAX_FAMILIES_PER_QUEUE = 16
 FAMILY_BUDGET = 256
+# Free disk space below which writes are refused (except deletes): see _check_space.
+DISK_RESERVE_BYTES = 8 << 20
 # Memtable memory of all families together; past it RocksDB flushes the largest.
 MEMTABLES_BYTES = 256 << 20
 # Full log segments kept before the oldest is reused. By then RocksDB has usually flushed
@@ -234,6 +238,7 @@ class EmbeddedStore(PartitionStore):
         self._closed: deque[tuple[int, dict[str, int]]] = deque()
         self._flushes: gevent.queue.Queue[tuple[int, dict[str, int]] | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
+        self._no_spare_until = 0.0  # monotonic time before which no spare is prepared
         self.ttl_sweep_interval = ttl_sweep_interval
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}
@@ -338,13 +343,21 @@ class EmbeddedStore(PartitionStore):
         return self._queues.get(name)
 
     def create_queue(self, meta: QueueMeta) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             if meta.name in self._queues:
                 raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
             meta = meta.with_changes(generation=self._next_generation())
             layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
-            self._open_families(meta.name, layout, create=True)
-            self._save_meta(meta)
+            try:
+                self._open_families(meta.name, layout, create=True)
+                self._save_meta(meta)
+            except BaseException:
+                self._families.pop(meta.name, None)
+                self._undo_families(layout)
+                with contextlib.suppress(Exception):
+                    self._db_required().delete(_META_PREFIX + meta.name.encode(), self._no_sync)
+                raise
             self._queues[meta.name] = meta
             return meta
 
@@ -357,18 +370,33 @@ class EmbeddedStore(PartitionStore):
             self._drop_families(name)
 
     def truncate_queue(self, name: str) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             old = self._require(name)
             new = old.with_changes(generation=self._next_generation())
-            old_families = self._families.pop(name)
-            layout = _Layout.of(new, families_for(new, self._families_in_use()))
-            self._open_families(name, layout, create=True)
-            self._save_meta(new)
+            old_families = self._families[name]
+            in_use = self._families_in_use() - old_families[0].families
+            layout = _Layout.of(new, families_for(new, in_use))
+            try:
+                # Puts go on into the old families while the new ones are made (off the loop).
+                opened = self._make_families(layout)
+                self._families[name] = (layout, opened)
+                self._save_meta(new)
+            except BaseException:
+                # All or nothing: a truncate that failed (a full disk: RocksDB could not write
+                # its OPTIONS file) left the queue without families, answering IllegalArgument
+                # for good. Put the old generation back and forget the new one.
+                self._families[name] = old_families
+                self._undo_families(layout)
+                with contextlib.suppress(Exception):
+                    self._save_meta(old)
+                raise
             self._queues[name] = new
             self._drop(old_families[0])
             return new
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
+        self._check_space()
         with self._admin:  # admin changes yield on sync; one at a time
             meta = self._require(name).with_changes(enabled=enabled)
             self._save_meta(meta)
@@ -382,6 +410,7 @@ class EmbeddedStore(PartitionStore):
         return value if isinstance(value, bytes) else None
 
     def put_record(self, namespace: str, key: str, value: bytes) -> None:
+        self._check_space()
         db = self._db_required()
         self._db_call(db.put, _record_key(namespace, key), value, self._no_sync)
         self._await_sync()
@@ -416,6 +445,7 @@ class EmbeddedStore(PartitionStore):
         return MessageId(ts, seq) if p == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
+        self._check_space()
         db = self._db_required()
         parts: list[bytes] = []
         rows: list[tuple[Any, bytes]] = []
@@ -444,7 +474,7 @@ class EmbeddedStore(PartitionStore):
                 while len(self._closed) > LOG_SEGMENTS_KEPT:
                     self._flushes.put(self._closed.popleft())
         except (OSError, LogError) as exc:
-            raise StoreError(f"writing the write-ahead log failed: {exc}") from exc
+            raise StoreError(_explain(exc, "writing the write-ahead log failed")) from exc
         for name, count in names:
             self._written[name] = None
             self._rows[name] = self._rows.get(name, 0) + count
@@ -456,11 +486,15 @@ class EmbeddedStore(PartitionStore):
         for handle, cells in rows:
             put_wal_cells(batch.put, handle, cells)
         self._db_call(db.write, batch, self._no_wal)
-        if self._spare is None and self._wal.wants_spare():
+        if (
+            self._spare is None
+            and self._wal.wants_spare()
+            and time.monotonic() >= self._no_spare_until
+        ):
             self._spare = gevent.spawn(self._make_spare)
         group.done.wait()
         if group.error is not None:
-            raise StoreError(f"syncing the write-ahead log failed: {group.error}")
+            raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
 
     def scan(
         self,
@@ -472,8 +506,11 @@ class EmbeddedStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,
     ) -> ScanResult:
         layout, (cf, _) = self._family(queue, partition)
+        if max_bytes is None:
+            max_bytes = 1 << 62
         family = layout.base
         floor = self._pending_floor(family, partition)
         if floor is not None and floor < upper:
@@ -503,7 +540,7 @@ class EmbeddedStore(PartitionStore):
                     _, ts, seq = unpack(key)
                     append((ts, seq, topic, cell[n:]))
                     size += len(cell)
-                    if len(rows) >= limit:
+                    if len(rows) >= limit or size >= max_bytes:
                         self._cursors.keep(slot, key if reverse else key + b"\x00", items)
                         return ScanResult(rows, key, size)
                 budget -= 1
@@ -655,7 +692,9 @@ class EmbeddedStore(PartitionStore):
             )
             self._wal.add_spare(made)
         except Exception as exc:
-            log.warning("preparing a write-ahead log segment: %s", exc)
+            # Not again for a while: on a full disk every attempt writes a segment of zeros.
+            self._no_spare_until = time.monotonic() + 10.0
+            log.warning("preparing a write-ahead log segment: %s", _explain(exc, "failed"))
         finally:
             self._spare = None
 
@@ -748,6 +787,27 @@ class EmbeddedStore(PartitionStore):
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _check_space(self) -> None:
+        """Refuses writes once the disk has less than ``DISK_RESERVE_BYTES`` free.
+
+        Why: a write to RocksDB's own log (queue metadata, small records) that fails for want
+        of space puts RocksDB in a background-error state that refuses every later write, even
+        once space is freed, until the process restarts (rocksdict cannot resume it). Stopping
+        short of the full disk keeps that from happening; deleting a queue and deleting
+        records are not refused, so freeing space through the gateway still works.
+        """
+        try:
+            st = os.statvfs(self.path)
+        except OSError:
+            return
+        free = st.f_bavail * st.f_frsize
+        if free < DISK_RESERVE_BYTES:
+            raise StoreError(
+                f"the disk is full: {free >> 10} KiB free in {self.path}, below the "
+                f"{DISK_RESERVE_BYTES >> 20} MiB the store keeps in reserve; free space (e.g. "
+                "delete a queue) and retry"
+            )
+
     def _db_required(self) -> Rdict:
         if self._db is None:
             raise StoreError("the embedded store is closed")
@@ -758,7 +818,7 @@ class EmbeddedStore(PartitionStore):
         try:
             return fn(*args)
         except Exception as exc:
-            raise StoreError(f"embedded store: {exc}") from exc
+            raise StoreError(_explain(exc, "embedded store")) from exc
 
     def _require(self, name: str) -> QueueMeta:
         meta = self._queues.get(name)
@@ -781,14 +841,33 @@ class EmbeddedStore(PartitionStore):
         return sum(layout.families for layout, _ in self._families.values())
 
     def _open_families(self, queue: str, layout: _Layout, *, create: bool) -> None:
+        self._families[queue] = (layout, self._make_families(layout, create=create))
+
+    def _make_families(self, layout: _Layout, *, create: bool = True) -> list[tuple[Rdict, Any]]:
+        """Opens (creating them first when ``create``) the families of ``layout``.
+
+        Creating or dropping a family makes RocksDB rewrite its OPTIONS file, tens of ms with a
+        hundred families, holding the GIL: in the thread pool, one family per call, the loop
+        gets the GIL back between two and no put waits for more than one (it waited for all
+        32 of a 16-partition truncate, 0.7-1 s, on the loop)."""
         db = self._db_required()
+        pool = gevent.get_hub().threadpool
         opened = []
         for name in layout.names():
             if create:
-                self._db_call(db.create_column_family, name, _options())
+                self._db_call(pool.apply, db.create_column_family, (name, _options()))
             cf = self._db_call(db.get_column_family, name)
             opened.append((cf, self._db_call(db.get_column_family_handle, name)))
-        self._families[queue] = (layout, opened)
+        return opened
+
+    def _undo_families(self, layout: _Layout) -> None:
+        """Drops what exists of ``layout``'s families (after a failed create or truncate); one
+        that cannot be dropped now is an orphan the next start drops."""
+        db = self._db_required()
+        pool = gevent.get_hub().threadpool
+        for name in layout.names():
+            with contextlib.suppress(Exception):
+                pool.apply(db.drop_column_family, (name,))
 
     def _drop_families(self, queue: str) -> None:
         entry = self._families.pop(queue, None)
@@ -798,8 +877,9 @@ class EmbeddedStore(PartitionStore):
     def _drop(self, layout: _Layout) -> None:
         self._cursors.drop(layout.base)
         db = self._db_required()
+        pool = gevent.get_hub().threadpool  # see _make_families
         for name in layout.names():
-            self._db_call(db.drop_column_family, name)
+            self._db_call(pool.apply, db.drop_column_family, (name,))
 
     def _next_generation(self) -> int:
         db = self._db_required()
@@ -836,6 +916,16 @@ def _apply_record(payload: bytes, put: Any, handles: dict[bytes, Any]) -> int:
         if handle is not None:
             rows += put_wal_cells(put, handle, cells)
     return rows
+
+
+def _explain(exc: BaseException, what: str) -> str:
+    """``what: exc``, saying plainly when the disk is full (ENOSPC, as an OSError or inside
+    RocksDB's message), which is what an operator must act on."""
+    text = str(exc)
+    full = getattr(exc, "errno", None) == errno.ENOSPC or "No space left on device" in text
+    if full or "short write" in text:
+        return f"{what}: the disk is full (free space, e.g. delete a queue): {text}"
+    return f"{what}: {text}"
 
 
 def _record_key(namespace: str, key: str) -> bytes:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,10 @@ class HBaseStore(PartitionStore):
         self._scans: ResidentScans | None = None
         self._meta: MetaTable | None = None
         self._meta_table = schema.table_name(address.namespace, schema.META_TABLE)
+        # In a gateway cluster: raises StoreError unless this gateway may write the partition
+        # now (it owns it and its lease holds). Called right before a write is sent and again
+        # once HBase acknowledged it, so nothing is acknowledged after the lease ran out.
+        self.guard: Callable[[str, int], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -116,7 +120,15 @@ class HBaseStore(PartitionStore):
         self._meta = MetaTable(self._call, Hbase, self._meta_table)
         self._scans = ResidentScans(self._call, Hbase, raw=not (a.framed or a.compact))
         self._ensure_namespace()
-        self._refresh_meta()
+        deadline = time.monotonic() + 30
+        while True:  # a metadata table another gateway just created may not be online yet
+            try:
+                self._refresh_meta()
+                break
+            except StoreError:
+                if time.monotonic() > deadline:
+                    raise
+                gevent.sleep(0.5)
         self._refresher = gevent.spawn(self._refresh_loop)
         log.info(
             "HBase store: thrift %s:%d, admin %s:%d, namespace %s, %d queue(s)",
@@ -249,7 +261,7 @@ class HBaseStore(PartitionStore):
             lane.pending.append(write)  # no yield since the ids were allocated: id order
             if not lane.busy:
                 lane.busy = True
-                gevent.spawn(self._drain, table, slot, lane)
+                gevent.spawn(self._drain, queue.name, table, slot, lane)
             waits.append(write)
         for write in waits:
             write.done.wait()
@@ -257,7 +269,8 @@ class HBaseStore(PartitionStore):
             if write.error is not None:
                 raise StoreError(f"HBase put failed: {write.error}") from write.error
 
-    def _drain(self, table: bytes, slot: tuple[bytes, int], lane: _Lane) -> None:
+    def _drain(self, queue: str, table: bytes, slot: tuple[bytes, int], lane: _Lane) -> None:
+        guard = self.guard
         try:
             while lane.pending:
                 take, rows, size = 0, 0, 0
@@ -273,7 +286,11 @@ class HBaseStore(PartitionStore):
                 group, lane.pending = lane.pending[:take], lane.pending[take:]
                 error: BaseException | None = None
                 try:
+                    if guard is not None:
+                        guard(queue, slot[1])
                     self._mutate_rows(table, group)
+                    if guard is not None:
+                        guard(queue, slot[1])  # sent in time, but was it answered in time?
                 except StoreError as exc:
                     error = exc
                 for write in group:
@@ -322,6 +339,7 @@ class HBaseStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
+        max_bytes: int | None = None,  # a hint; HBase's scanner caching bounds a chunk already
     ) -> ScanResult:
         if lower >= upper:
             return ScanResult([], None, 0)
@@ -440,7 +458,11 @@ class HBaseStore(PartitionStore):
         except StoreError as exc:
             if "NamespaceNotFound" not in str(exc):
                 raise
-            self._admin("createNamespace", self._admin_idl.TNamespaceDescriptor(name=ns))
+            try:
+                self._admin("createNamespace", self._admin_idl.TNamespaceDescriptor(name=ns))
+            except StoreError as exc2:
+                if "NamespaceExist" not in str(exc2):  # another gateway starting made it
+                    raise
         meta = self._table_name_of(schema.META_TABLE)
         if not self._admin("tableExists", meta):
             family = self._admin_idl.TColumnFamilyDescriptor(name=META_FAMILY, maxVersions=1)
@@ -452,6 +474,10 @@ class HBaseStore(PartitionStore):
                     raise
 
     # -- metadata cache -------------------------------------------------------------------
+
+    @property
+    def meta_table(self) -> MetaTable:
+        return self._meta_rows()
 
     def _meta_rows(self) -> MetaTable:
         if self._meta is None:

@@ -6,7 +6,9 @@ Rows, one kind per first byte (queue names come from [A-Za-z0-9_.-], so they nev
   name is claimed with check-and-put, so one creator wins) or ``ready``;
 * ``\\x00generation``, column ``m:generation``: an atomic counter for queue generations;
 * ``\\x01<namespace>\\x00<key>``, column ``m:record``: the store's small records
-  (:meth:`gateway.store.base.PartitionStore.get_record` and friends).
+  (:meth:`gateway.store.base.PartitionStore.get_record` and friends);
+* ``\\x02gateway``, column ``m:gateway``: who serves this namespace (JSON: a lone gateway's
+  lease, or the mark of a gateway cluster), see :mod:`gateway.cluster.exclusive`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ _JSON = b"m:json"
 _GENERATION_ROW = b"\x00generation"
 _GENERATION = b"m:generation"
 _RECORD = b"m:record"
+_GATEWAY_ROW = b"\x02gateway"
+_GATEWAY = b"m:gateway"
 _STALE_CLAIM_MS = 120_000  # a "creating" row older than this was left by a crash
 
 
@@ -84,6 +88,20 @@ class MetaTable:
 
     def delete(self, name: str) -> None:
         self._delete(name.encode())
+
+    # -- who serves the namespace ----------------------------------------------------------
+
+    def gateway_lease(self) -> bytes | None:
+        return self._get(_GATEWAY_ROW, _GATEWAY)
+
+    def swap_gateway_lease(self, expected: bytes | None, value: bytes) -> bool:
+        """Check-and-put: writes ``value`` only if the cell still holds ``expected``."""
+        put = self._hbase.Mutation(column=_GATEWAY, value=value)
+        return bool(
+            self._call(
+                lambda c: c.checkAndPut(self.table, _GATEWAY_ROW, _GATEWAY, expected, put, {})
+            )
+        )
 
     # -- records --------------------------------------------------------------------------
 

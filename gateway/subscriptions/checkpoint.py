@@ -32,6 +32,7 @@ class CheckpointUpdater:
         on_conflict: Callable[[], None],
         *,
         interval: float = 1.0,
+        epoch: int | None = None,
     ) -> None:
         self.registry = registry
         self.queue = queue
@@ -40,6 +41,7 @@ class CheckpointUpdater:
         self.progress = progress
         self.on_conflict = on_conflict
         self.interval = interval  # seconds
+        self.epoch = epoch  # the registration epoch the run started from (cluster merging)
         self._written: dict[int, Id | None] = dict(progress())
         self.conflicted = False
 
@@ -65,7 +67,7 @@ class CheckpointUpdater:
             return
         try:
             self.version = self.registry.save_checkpoints(
-                self.queue, self.name, moved, self.version
+                self.queue, self.name, moved, self.version, self.epoch
             )
         except CheckpointConflict as exc:
             self.conflicted = True

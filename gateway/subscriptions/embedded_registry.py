@@ -85,7 +85,12 @@ class EmbeddedRegistry(SubscriptionRegistry):
         self.changed(queue, name)
 
     def save_checkpoints(
-        self, queue: str, name: str, checkpoints: Mapping[int, Id | None], expected_version: int
+        self,
+        queue: str,
+        name: str,
+        checkpoints: Mapping[int, Id | None],
+        expected_version: int,
+        epoch: int | None = None,  # one gateway writes its records: versions suffice
     ) -> int:
         with self._lock:
             raw = self.store.get_record(NAMESPACE, f"{queue}/{name}")

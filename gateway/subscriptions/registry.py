@@ -110,10 +110,17 @@ class SubscriptionRegistry(abc.ABC):
 
     @abc.abstractmethod
     def save_checkpoints(
-        self, queue: str, name: str, checkpoints: Mapping[int, Id | None], expected_version: int
+        self,
+        queue: str,
+        name: str,
+        checkpoints: Mapping[int, Id | None],
+        expected_version: int,
+        epoch: int | None = None,
     ) -> int:
-        """Merges checkpoints into the record if it is still at ``expected_version``; returns
-        the new version. Raises CheckpointConflict otherwise, or if the subscriber is gone."""
+        """Merges checkpoints into the record if it is still at ``expected_version`` (or, given
+        ``epoch``, still of that registration epoch: other gateways of a cluster write the
+        checkpoints of the partitions they own); returns the new version. Raises
+        CheckpointConflict otherwise, or if the subscriber is gone."""
 
     @abc.abstractmethod
     def set_live(self, queue: str, name: str, address: str, topics: frozenset[bytes] | None) -> str:

@@ -1,12 +1,12 @@
 """MessageSender (seed 3.5.3): pushes batches to a subscriber's ``consumeMessages``.
 
 One sender per (subscriber, partition), one batch in flight: the next batch leaves only after
-the subscriber answered 0 for this one. A non-zero status or a timeout is a failed attempt:
-the batch is sent again after the subscription's back-off, then its messages one at a time,
-and a message that used up its attempts becomes a dead letter (see :mod:`.retry`); a broken or
-refused connection is retried on a new connection without counting. Messages are never
-reordered. Only acknowledged (or dead-lettered) messages advance ``acked``, which the
-checkpoint updater writes to the registry.
+the subscriber answered 0 for this one. A non-zero status, a timeout or a bad answer is a
+failed attempt: the batch is sent again after the subscription's back-off, then its messages
+one at a time, and a message that used up its attempts becomes a dead letter (see
+:mod:`.retry`); a broken or refused connection is retried on a new connection without
+counting. Messages are never reordered. Only acknowledged (or dead-lettered) messages advance
+``acked``, which the checkpoint updater writes to the registry.
 
 Subscribers are spoken to in the binary protocol over a buffered transport (what every
 HQueueSubscriberService server must accept). The request is encoded from the rows in C by the
@@ -18,16 +18,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from dataclasses import dataclass
 from typing import Any
 
 import gevent
 from hqueue.protocol import parse_address, subscriber_thrift
 from hqueue.subscriptions import RetryPolicy
-from thriftpy2.rpc import make_client
+from thriftpy2.protocol import TBinaryProtocol
+from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport import TMemoryBuffer
 
 from .._wirecheck import encode_messages_reply
 from ..store.base import Row
+from ..wire import BadRequest, MessageReader, RequestLimits
 from .retry import BATCH_ATTEMPTS, DeadLetterSink
 from .scanner import Id, MessageBuffer
 
@@ -37,6 +41,14 @@ _METHOD = b"consumeMessages"
 _TYPE_AT = 3  # the low byte of the strict binary header's version word: the message type
 _FIELD_ID_AT = 4 + 4 + len(_METHOD) + 4 + 1  # after the header and the field's type byte
 _CALL = 1
+
+
+# A consumeMessages reply is an i32 status (or an exception): anything bigger is refused before
+# it is decoded. thriftpy2 alone trusted it: a reply announcing a list of 2^31-1 elements froze
+# the gateway for seconds.
+REPLY_LIMITS = RequestLimits(
+    max_request_bytes=64 * 1024, max_string_bytes=16 * 1024, max_container=64, max_values=256
+)
 
 
 def encode_call(partition: int, rows: list[Row]) -> bytes:
@@ -172,25 +184,21 @@ class MessageSender:
 
     def _push(self, rows: list[Row]) -> tuple[str | None, bool]:
         """One consumeMessages call: (None, _) when acknowledged, else (what went wrong,
-        whether it counts as an attempt: a refusal or a timeout, not an unreachable peer)."""
+        whether it counts as an attempt: a refusal, a timeout or a bad answer, not an
+        unreachable peer)."""
         request = encode_call(self.partition, rows)
         try:
             if self._client is None:
-                self._client = make_client(
-                    self._thrift.HQueueSubscriberService,
-                    host=self.host,
-                    port=self.port,
-                    timeout=int(self.options.timeout * 1000),
-                )
-            trans = self._client._oprot.trans
-            trans.write(request)
-            trans.flush()
-            status = self._client._recv("consumeMessages")
+                self._client = self._connect()
+            sock, reader = self._client
+            sock.settimeout(self.options.timeout)
+            sock.sendall(request)
+            status = self._status(*reader.next_message())
         except gevent.GreenletExit:
             raise
-        except TimeoutError as exc:
+        except (TimeoutError, BadRequest, TApplicationException) as exc:
             self._close()
-            return f"no answer within {self.options.timeout} s ({exc})", True
+            return f"{type(exc).__name__}: {exc}", True
         except Exception as exc:  # transport errors, refused connections
             self._close()
             return f"{type(exc).__name__}: {exc}", False
@@ -218,8 +226,35 @@ class MessageSender:
             then or f"retrying in {delay:.2f} s",
         )  # fmt: skip
 
+    def _connect(self) -> tuple[socket.socket, MessageReader]:
+        sock = socket.create_connection((self.host, self.port), timeout=self.options.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = MessageReader(
+            sock,
+            framed=False,
+            compact=False,
+            limits=REPLY_LIMITS,
+            request_timeout=self.options.timeout,
+            idle_timeout=self.options.timeout,
+        )
+        return sock, reader
+
+    def _status(self, message: bytes, method: bytes) -> Any:
+        """The status of a checked consumeMessages reply (decoded from memory)."""
+        proto = TBinaryProtocol(TMemoryBuffer(message))
+        _, mtype, _ = proto.read_message_begin()
+        if method != _METHOD:
+            raise TApplicationException(TApplicationException.WRONG_METHOD_NAME, repr(method))
+        if mtype == TMessageType.EXCEPTION:
+            exc = TApplicationException()
+            exc.read(proto)
+            raise exc
+        result = self._thrift.HQueueSubscriberService.consumeMessages_result()
+        result.read(proto)
+        return result.success
+
     def _close(self) -> None:
         if self._client is not None:
             with contextlib.suppress(Exception):
-                self._client.close()
+                self._client[0].close()
             self._client = None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from hqueue import subscriptions as layout
 
-from .. import rowkey, validation
+from .. import peer, rowkey, validation
 from ..errors import InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta, Row
@@ -47,6 +47,7 @@ class SubscriptionService:
         self._t = thrift
         self.manager = manager  # runs the workers; pulls take from them
         self.extras = extras
+        self.subscriber_hosts: frozenset[str] = frozenset()  # --subscriber-hosts
 
     # -- registration ---------------------------------------------------------------------
 
@@ -58,9 +59,10 @@ class SubscriptionService:
         try:
             from hqueue.protocol import parse_address
 
-            parse_address(addr, argument="address")
+            host, _ = parse_address(addr, argument="address")
         except ValueError as exc:
             raise InvalidArgument("address", str(exc)) from None
+        peer.check_subscriber_host(host, self.subscriber_hosts)
         if not isinstance(lease_seconds, int) or not (
             MIN_LEASE_SECONDS <= lease_seconds <= MAX_LEASE_SECONDS
         ):

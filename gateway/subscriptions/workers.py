@@ -25,7 +25,7 @@ import gevent
 import gevent.event
 from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
-from ..store.base import PartitionStore
+from ..store.base import PartitionStore, QueueMeta
 from . import groups
 from .checkpoint import CheckpointUpdater
 from .pull import PullWorker
@@ -148,6 +148,7 @@ class SubscriberRun:
             self.progress,
             on_conflict,
             interval=options.checkpoint_interval,
+            epoch=sub.record.epoch,
         )
         self._updater: gevent.Greenlet | None = None
 
@@ -190,11 +191,18 @@ class SubscriberRun:
 
 class WorkerManager:
     def __init__(
-        self, store: PartitionStore, registry: SubscriptionRegistry, options: PushOptions
+        self,
+        store: PartitionStore,
+        registry: SubscriptionRegistry,
+        options: PushOptions,
+        owns: Callable[[str, int], bool] | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.options = options
+        # In a gateway cluster a partition is pushed only by its owner (HQueue pushed from the
+        # region's coprocessor); alone, this gateway pushes every partition.
+        self.owns = owns
         self._runs: dict[tuple[str, str], SubscriberRun] = {}
         # (queue, partition) -> wake-up events of the scanners reading it
         self._wakers: dict[tuple[str, int], list[gevent.event.Event]] = {}
@@ -289,7 +297,7 @@ class WorkerManager:
         meta = self.store.get_queue(queue)
         wanted = sub is not None and sub.live and meta is not None
         if run is not None and not run.updater.conflicted and wanted:
-            assert sub is not None
+            assert sub is not None and meta is not None
             same = (
                 run.sub.incarnation == sub.incarnation
                 and run.sub.address == sub.address
@@ -300,12 +308,18 @@ class WorkerManager:
                 and run.sub.record.max_batch == sub.record.max_batch
                 and run.sub.record.shared == sub.record.shared
                 and run.sub.members == sub.members  # a group's membership changed
+                and set(run.workers) - {REPLAY_PARTITION} == set(self._partitions(sub, meta))
             )  # a record changed by someone else shows as a conflict at the next write
             if same:
                 return
         if run is not None:
-            # a record we did not write means the subscriber re-registered: do not overwrite
-            flush = sub is not None and not run.updater.conflicted and run.version == sub.version
+            # a record of a newer registration must not be overwritten (checkpoints written
+            # meanwhile by other gateways of a cluster, same epoch, are merged)
+            flush = (
+                sub is not None
+                and not run.updater.conflicted
+                and (run.version == sub.version or run.sub.record.epoch == sub.record.epoch)
+            )
             self._stop_run(key, run, flush=flush)
             if flush:
                 sub = self.registry.get(queue, name)  # read again: our flush bumped the version
@@ -313,7 +327,9 @@ class WorkerManager:
         if not wanted:
             return
         assert sub is not None and meta is not None
-        partitions = [p for p in sub.record.partitions if p < meta.partitions]
+        partitions = self._partitions(sub, meta)
+        if not partitions:
+            return
         new = SubscriberRun(
             self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key),
             self.dead_letter,
@@ -324,6 +340,19 @@ class WorkerManager:
                 worker.wake
             )
         new.start()
+
+    def _partitions(self, sub: Subscriber, meta: QueueMeta) -> list[int]:
+        owns = self.owns
+        return [
+            p
+            for p in sub.record.partitions
+            if p < meta.partitions and (owns is None or owns(meta.name, p))
+        ]
+
+    def reconcile_queue(self, queue: str) -> None:
+        """Brings the queue's runs in line with ownership now (blocking: a partition that
+        moved away has its workers stopped and its checkpoint written on return)."""
+        self._reconcile({(queue, None)})
 
     def _stop_run(self, key: tuple[str, str], run: SubscriberRun, *, flush: bool) -> None:
         if self._runs.get(key) is run:

@@ -269,19 +269,33 @@ class ZooKeeperRegistry(SubscriptionRegistry):
 
     @_zk_errors
     def save_checkpoints(
-        self, queue: str, name: str, checkpoints: Mapping[int, Id | None], expected_version: int
+        self,
+        queue: str,
+        name: str,
+        checkpoints: Mapping[int, Id | None],
+        expected_version: int,
+        epoch: int | None = None,
     ) -> int:
         path = subscriber_path(queue, name)
-        try:
-            data, stat = self.zk.get(path)
-            if stat.version != expected_version:
+        while True:
+            try:
+                data, stat = self.zk.get(path)
+            except NoNodeError as exc:
+                raise CheckpointConflict(f"{path}: deleted") from exc
+            record = SubscriberRecord.decode(data)
+            # In a gateway cluster the owners of a subscriber's partitions write the same
+            # record: another writer's checkpoints are merged, a new registration is not.
+            merge = epoch is not None and record.epoch == epoch
+            if stat.version != expected_version and not merge:
                 raise CheckpointConflict(
                     f"{path} is at version {stat.version}, not {expected_version}"
                 )
-            record = SubscriberRecord.decode(data).with_checkpoints(checkpoints)
-            return int(self.zk.set(path, record.encode(), expected_version).version)
-        except (BadVersionError, NoNodeError) as exc:
-            raise CheckpointConflict(f"{path}: {type(exc).__name__}") from exc
+            try:
+                new = record.with_checkpoints(checkpoints).encode()
+                return int(self.zk.set(path, new, stat.version).version)
+            except (BadVersionError, NoNodeError) as exc:
+                if not merge:
+                    raise CheckpointConflict(f"{path}: {type(exc).__name__}") from exc
 
     @_zk_errors
     def set_live(self, queue: str, name: str, address: str, topics: frozenset[bytes] | None) -> str:

@@ -91,11 +91,13 @@ def test_hbase_itself_expires_messages(start_gateway: Any, store: str, T: Any) -
 
 
 @hbase_only
-def test_a_second_gateway_sees_the_same_queues(start_gateway: Any, T: Any) -> None:
-    a = start_gateway().client()
+def test_a_second_gateway_sees_the_same_queues(start_gateway: Any, T: Any, zk_hosts: str) -> None:
+    """Two gateways over one namespace form a cluster (a lone second one would refuse to
+    start: tests/integration/test_cluster.py); both see the same queues at once."""
+    a = start_gateway("--zookeeper", zk_hosts).client()
     a.createQueue(b"shared", 2, 3600, {"hbase.hqueue.compression": "gz"})
     a.putMessageWithPid(b"shared", 1, msg(T, b"t", b"from a"))
-    b = start_gateway().client()  # same namespace: the metadata lives in HBase
+    b = start_gateway("--zookeeper", zk_hosts).client()  # the metadata lives in HBase
     assert [(q.name, q.partitionCount) for q in b.listQueues()] == [(b"shared", 2)]
     assert [m.value for m in drain(b, b.queueScannerOpen(b"shared", T.TMessageScan()))] == [
         b"from a"

@@ -135,7 +135,7 @@ def test_retry_policy_backoff_and_record_round_trip() -> None:
     assert b"retry" not in plain.encode()  # old readers see the same record
     assert SubscriberRecord.decode(plain.encode()) == plain
     full = SubscriberRecord(
-        [0], {0: None}, None, RetryPolicy(3, 10, 20), 7, True, 4, (None, (9, 9))
+        [0], {0: None}, None, 4, RetryPolicy(3, 10, 20), 7, True, (None, (9, 9))
     )
     assert SubscriberRecord.decode(full.encode()) == full
     moved = full.with_checkpoints({0: (1, 1), REPLAY_PARTITION: (5, 0)})

@@ -162,6 +162,29 @@ class HQueueServiceIf {
   virtual void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) = 0;
 
   /**
+   * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  virtual void forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) = 0;
+
+  /**
+   * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+   */
+  virtual void listGateways(std::vector<TGatewayInfo> & _return) = 0;
+
+  /**
+   * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+   * partition counts balanced; returns how many partitions it moved.
+   * 
+   * @param maxMoves
+   */
+  virtual int32_t balanceCluster(const int32_t maxMoves) = 0;
+
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -320,6 +343,16 @@ class HQueueServiceNull : virtual public HQueueServiceIf {
   }
   void listSubscribers(std::vector<TSubscriberInfo> & /* _return */, const Text& /* queueName */) override {
     return;
+  }
+  void forwardMessages(const Text& /* queueName */, const int16_t /* partitionID */, const std::vector<TMessage> & /* tMessages */) override {
+    return;
+  }
+  void listGateways(std::vector<TGatewayInfo> & /* _return */) override {
+    return;
+  }
+  int32_t balanceCluster(const int32_t /* maxMoves */) override {
+    int32_t _return = 0;
+    return _return;
   }
   void putMessagesReturningIds(std::vector<TMessageID> & /* _return */, const Text& /* queueName */, const int16_t /* partitionID */, const std::vector<TMessage> & /* tMessages */) override {
     return;
@@ -3194,6 +3227,364 @@ class HQueueService_listSubscribers_presult {
 
 };
 
+typedef struct _HQueueService_forwardMessages_args__isset {
+  _HQueueService_forwardMessages_args__isset() : queueName(false), partitionID(false), tMessages(false) {}
+  bool queueName :1;
+  bool partitionID :1;
+  bool tMessages :1;
+} _HQueueService_forwardMessages_args__isset;
+
+class HQueueService_forwardMessages_args {
+ public:
+
+  HQueueService_forwardMessages_args(const HQueueService_forwardMessages_args&);
+  HQueueService_forwardMessages_args& operator=(const HQueueService_forwardMessages_args&);
+  HQueueService_forwardMessages_args() noexcept
+                                     : queueName(),
+                                       partitionID(0) {
+  }
+
+  virtual ~HQueueService_forwardMessages_args() noexcept;
+  Text queueName;
+  int16_t partitionID;
+  std::vector<TMessage>  tMessages;
+
+  _HQueueService_forwardMessages_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_partitionID(const int16_t val);
+
+  void __set_tMessages(const std::vector<TMessage> & val);
+
+  bool operator == (const HQueueService_forwardMessages_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(partitionID == rhs.partitionID))
+      return false;
+    if (!(tMessages == rhs.tMessages))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardMessages_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardMessages_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_forwardMessages_pargs {
+ public:
+
+
+  virtual ~HQueueService_forwardMessages_pargs() noexcept;
+  const Text* queueName;
+  const int16_t* partitionID;
+  const std::vector<TMessage> * tMessages;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardMessages_result__isset {
+  _HQueueService_forwardMessages_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardMessages_result__isset;
+
+class HQueueService_forwardMessages_result {
+ public:
+
+  HQueueService_forwardMessages_result(const HQueueService_forwardMessages_result&);
+  HQueueService_forwardMessages_result& operator=(const HQueueService_forwardMessages_result&);
+  HQueueService_forwardMessages_result() noexcept {
+  }
+
+  virtual ~HQueueService_forwardMessages_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardMessages_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_forwardMessages_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardMessages_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardMessages_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardMessages_presult__isset {
+  _HQueueService_forwardMessages_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardMessages_presult__isset;
+
+class HQueueService_forwardMessages_presult {
+ public:
+
+
+  virtual ~HQueueService_forwardMessages_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardMessages_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+
+class HQueueService_listGateways_args {
+ public:
+
+  HQueueService_listGateways_args(const HQueueService_listGateways_args&) noexcept;
+  HQueueService_listGateways_args& operator=(const HQueueService_listGateways_args&) noexcept;
+  HQueueService_listGateways_args() noexcept {
+  }
+
+  virtual ~HQueueService_listGateways_args() noexcept;
+
+  bool operator == (const HQueueService_listGateways_args & /* rhs */) const
+  {
+    return true;
+  }
+  bool operator != (const HQueueService_listGateways_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_listGateways_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_listGateways_pargs {
+ public:
+
+
+  virtual ~HQueueService_listGateways_pargs() noexcept;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_listGateways_result__isset {
+  _HQueueService_listGateways_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_listGateways_result__isset;
+
+class HQueueService_listGateways_result {
+ public:
+
+  HQueueService_listGateways_result(const HQueueService_listGateways_result&);
+  HQueueService_listGateways_result& operator=(const HQueueService_listGateways_result&);
+  HQueueService_listGateways_result() noexcept {
+  }
+
+  virtual ~HQueueService_listGateways_result() noexcept;
+  std::vector<TGatewayInfo>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_listGateways_result__isset __isset;
+
+  void __set_success(const std::vector<TGatewayInfo> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_listGateways_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_listGateways_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_listGateways_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_listGateways_presult__isset {
+  _HQueueService_listGateways_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_listGateways_presult__isset;
+
+class HQueueService_listGateways_presult {
+ public:
+
+
+  virtual ~HQueueService_listGateways_presult() noexcept;
+  std::vector<TGatewayInfo> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_listGateways_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_balanceCluster_args__isset {
+  _HQueueService_balanceCluster_args__isset() : maxMoves(false) {}
+  bool maxMoves :1;
+} _HQueueService_balanceCluster_args__isset;
+
+class HQueueService_balanceCluster_args {
+ public:
+
+  HQueueService_balanceCluster_args(const HQueueService_balanceCluster_args&) noexcept;
+  HQueueService_balanceCluster_args& operator=(const HQueueService_balanceCluster_args&) noexcept;
+  HQueueService_balanceCluster_args() noexcept
+                                    : maxMoves(0) {
+  }
+
+  virtual ~HQueueService_balanceCluster_args() noexcept;
+  int32_t maxMoves;
+
+  _HQueueService_balanceCluster_args__isset __isset;
+
+  void __set_maxMoves(const int32_t val);
+
+  bool operator == (const HQueueService_balanceCluster_args & rhs) const
+  {
+    if (!(maxMoves == rhs.maxMoves))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_balanceCluster_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_balanceCluster_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_balanceCluster_pargs {
+ public:
+
+
+  virtual ~HQueueService_balanceCluster_pargs() noexcept;
+  const int32_t* maxMoves;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_balanceCluster_result__isset {
+  _HQueueService_balanceCluster_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_balanceCluster_result__isset;
+
+class HQueueService_balanceCluster_result {
+ public:
+
+  HQueueService_balanceCluster_result(const HQueueService_balanceCluster_result&);
+  HQueueService_balanceCluster_result& operator=(const HQueueService_balanceCluster_result&);
+  HQueueService_balanceCluster_result() noexcept
+                                      : success(0) {
+  }
+
+  virtual ~HQueueService_balanceCluster_result() noexcept;
+  int32_t success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_balanceCluster_result__isset __isset;
+
+  void __set_success(const int32_t val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_balanceCluster_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_balanceCluster_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_balanceCluster_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_balanceCluster_presult__isset {
+  _HQueueService_balanceCluster_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_balanceCluster_presult__isset;
+
+class HQueueService_balanceCluster_presult {
+ public:
+
+
+  virtual ~HQueueService_balanceCluster_presult() noexcept;
+  int32_t* success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_balanceCluster_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
 typedef struct _HQueueService_putMessagesReturningIds_args__isset {
   _HQueueService_putMessagesReturningIds_args__isset() : queueName(false), partitionID(false), tMessages(false) {}
   bool queueName :1;
@@ -4209,6 +4600,32 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   void send_listSubscribers(const Text& queueName);
   void recv_listSubscribers(std::vector<TSubscriberInfo> & _return);
   /**
+   * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  void send_forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_forwardMessages();
+  /**
+   * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+   */
+  void listGateways(std::vector<TGatewayInfo> & _return) override;
+  void send_listGateways();
+  void recv_listGateways(std::vector<TGatewayInfo> & _return);
+  /**
+   * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+   * partition counts balanced; returns how many partitions it moved.
+   * 
+   * @param maxMoves
+   */
+  int32_t balanceCluster(const int32_t maxMoves) override;
+  void send_balanceCluster(const int32_t maxMoves);
+  int32_t recv_balanceCluster();
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -4310,6 +4727,9 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
   void process_addSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_deleteSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_listSubscribers(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_forwardMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_listGateways(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_balanceCluster(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_putMessagesReturningIds(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_findMessagesByKey(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_resetSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
@@ -4342,6 +4762,9 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
     processMap_["addSubscriber"] = &HQueueServiceProcessor::process_addSubscriber;
     processMap_["deleteSubscriber"] = &HQueueServiceProcessor::process_deleteSubscriber;
     processMap_["listSubscribers"] = &HQueueServiceProcessor::process_listSubscribers;
+    processMap_["forwardMessages"] = &HQueueServiceProcessor::process_forwardMessages;
+    processMap_["listGateways"] = &HQueueServiceProcessor::process_listGateways;
+    processMap_["balanceCluster"] = &HQueueServiceProcessor::process_balanceCluster;
     processMap_["putMessagesReturningIds"] = &HQueueServiceProcessor::process_putMessagesReturningIds;
     processMap_["findMessagesByKey"] = &HQueueServiceProcessor::process_findMessagesByKey;
     processMap_["resetSubscriber"] = &HQueueServiceProcessor::process_resetSubscriber;
@@ -4688,6 +5111,51 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
   }
 
   /**
+   * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->forwardMessages(queueName, partitionID, tMessages);
+    }
+    ifaces_[i]->forwardMessages(queueName, partitionID, tMessages);
+  }
+
+  /**
+   * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+   */
+  void listGateways(std::vector<TGatewayInfo> & _return) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->listGateways(_return);
+    }
+    ifaces_[i]->listGateways(_return);
+    return;
+  }
+
+  /**
+   * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+   * partition counts balanced; returns how many partitions it moved.
+   * 
+   * @param maxMoves
+   */
+  int32_t balanceCluster(const int32_t maxMoves) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->balanceCluster(maxMoves);
+    }
+    return ifaces_[i]->balanceCluster(maxMoves);
+  }
+
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -4990,6 +5458,32 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   void listSubscribers(std::vector<TSubscriberInfo> & _return, const Text& queueName) override;
   int32_t send_listSubscribers(const Text& queueName);
   void recv_listSubscribers(std::vector<TSubscriberInfo> & _return, const int32_t seqid);
+  /**
+   * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  int32_t send_forwardMessages(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_forwardMessages(const int32_t seqid);
+  /**
+   * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+   */
+  void listGateways(std::vector<TGatewayInfo> & _return) override;
+  int32_t send_listGateways();
+  void recv_listGateways(std::vector<TGatewayInfo> & _return, const int32_t seqid);
+  /**
+   * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+   * partition counts balanced; returns how many partitions it moved.
+   * 
+   * @param maxMoves
+   */
+  int32_t balanceCluster(const int32_t maxMoves) override;
+  int32_t send_balanceCluster(const int32_t maxMoves);
+  int32_t recv_balanceCluster(const int32_t seqid);
   /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 

@@ -2099,4 +2099,252 @@ void TSubscriberInfo::printTo(std::ostream& out) const {
   out << ")";
 }
 
+
+TGatewayInfo::~TGatewayInfo() noexcept {
+}
+
+
+void TGatewayInfo::__set_address(const Text& val) {
+  this->address = val;
+__isset.address = true;
+}
+
+void TGatewayInfo::__set_gatewayID(const std::string& val) {
+  this->gatewayID = val;
+__isset.gatewayID = true;
+}
+
+void TGatewayInfo::__set_leader(const bool val) {
+  this->leader = val;
+__isset.leader = true;
+}
+
+void TGatewayInfo::__set_partitionsOwned(const int32_t val) {
+  this->partitionsOwned = val;
+__isset.partitionsOwned = true;
+}
+
+void TGatewayInfo::__set_putRate(const double val) {
+  this->putRate = val;
+__isset.putRate = true;
+}
+
+void TGatewayInfo::__set_partitions(const std::map<Text, std::vector<int16_t> > & val) {
+  this->partitions = val;
+__isset.partitions = true;
+}
+std::ostream& operator<<(std::ostream& out, const TGatewayInfo& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TGatewayInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->address);
+          this->__isset.address = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readString(this->gatewayID);
+          this->__isset.gatewayID = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_BOOL) {
+          xfer += iprot->readBool(this->leader);
+          this->__isset.leader = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 4:
+        if (ftype == ::apache::thrift::protocol::T_I32) {
+          xfer += iprot->readI32(this->partitionsOwned);
+          this->__isset.partitionsOwned = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 5:
+        if (ftype == ::apache::thrift::protocol::T_DOUBLE) {
+          xfer += iprot->readDouble(this->putRate);
+          this->__isset.putRate = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 6:
+        if (ftype == ::apache::thrift::protocol::T_MAP) {
+          {
+            this->partitions.clear();
+            uint32_t _size82;
+            ::apache::thrift::protocol::TType _ktype83;
+            ::apache::thrift::protocol::TType _vtype84;
+            xfer += iprot->readMapBegin(_ktype83, _vtype84, _size82);
+            uint32_t _i86;
+            for (_i86 = 0; _i86 < _size82; ++_i86)
+            {
+              Text _key87;
+              xfer += iprot->readBinary(_key87);
+              std::vector<int16_t> & _val88 = this->partitions[_key87];
+              {
+                _val88.clear();
+                uint32_t _size89;
+                ::apache::thrift::protocol::TType _etype92;
+                xfer += iprot->readListBegin(_etype92, _size89);
+                _val88.resize(_size89);
+                uint32_t _i93;
+                for (_i93 = 0; _i93 < _size89; ++_i93)
+                {
+                  xfer += iprot->readI16(_val88[_i93]);
+                }
+                xfer += iprot->readListEnd();
+              }
+            }
+            xfer += iprot->readMapEnd();
+          }
+          this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TGatewayInfo::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TGatewayInfo");
+
+  if (this->__isset.address) {
+    xfer += oprot->writeFieldBegin("address", ::apache::thrift::protocol::T_STRING, 1);
+    xfer += oprot->writeBinary(this->address);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.gatewayID) {
+    xfer += oprot->writeFieldBegin("gatewayID", ::apache::thrift::protocol::T_STRING, 2);
+    xfer += oprot->writeString(this->gatewayID);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.leader) {
+    xfer += oprot->writeFieldBegin("leader", ::apache::thrift::protocol::T_BOOL, 3);
+    xfer += oprot->writeBool(this->leader);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.partitionsOwned) {
+    xfer += oprot->writeFieldBegin("partitionsOwned", ::apache::thrift::protocol::T_I32, 4);
+    xfer += oprot->writeI32(this->partitionsOwned);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.putRate) {
+    xfer += oprot->writeFieldBegin("putRate", ::apache::thrift::protocol::T_DOUBLE, 5);
+    xfer += oprot->writeDouble(this->putRate);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.partitions) {
+    xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_MAP, 6);
+    {
+      xfer += oprot->writeMapBegin(::apache::thrift::protocol::T_STRING, ::apache::thrift::protocol::T_LIST, static_cast<uint32_t>(this->partitions.size()));
+      std::map<Text, std::vector<int16_t> > ::const_iterator _iter94;
+      for (_iter94 = this->partitions.begin(); _iter94 != this->partitions.end(); ++_iter94)
+      {
+        xfer += oprot->writeBinary(_iter94->first);
+        {
+          xfer += oprot->writeListBegin(::apache::thrift::protocol::T_I16, static_cast<uint32_t>(_iter94->second.size()));
+          std::vector<int16_t> ::const_iterator _iter95;
+          for (_iter95 = _iter94->second.begin(); _iter95 != _iter94->second.end(); ++_iter95)
+          {
+            xfer += oprot->writeI16((*_iter95));
+          }
+          xfer += oprot->writeListEnd();
+        }
+      }
+      xfer += oprot->writeMapEnd();
+    }
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TGatewayInfo &a, TGatewayInfo &b) {
+  using ::std::swap;
+  swap(a.address, b.address);
+  swap(a.gatewayID, b.gatewayID);
+  swap(a.leader, b.leader);
+  swap(a.partitionsOwned, b.partitionsOwned);
+  swap(a.putRate, b.putRate);
+  swap(a.partitions, b.partitions);
+  swap(a.__isset, b.__isset);
+}
+
+TGatewayInfo::TGatewayInfo(const TGatewayInfo& other96) {
+  address = other96.address;
+  gatewayID = other96.gatewayID;
+  leader = other96.leader;
+  partitionsOwned = other96.partitionsOwned;
+  putRate = other96.putRate;
+  partitions = other96.partitions;
+  __isset = other96.__isset;
+}
+TGatewayInfo& TGatewayInfo::operator=(const TGatewayInfo& other97) {
+  address = other97.address;
+  gatewayID = other97.gatewayID;
+  leader = other97.leader;
+  partitionsOwned = other97.partitionsOwned;
+  putRate = other97.putRate;
+  partitions = other97.partitions;
+  __isset = other97.__isset;
+  return *this;
+}
+void TGatewayInfo::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TGatewayInfo(";
+  out << "address="; (__isset.address ? (out << to_string(address)) : (out << "<null>"));
+  out << ", " << "gatewayID="; (__isset.gatewayID ? (out << to_string(gatewayID)) : (out << "<null>"));
+  out << ", " << "leader="; (__isset.leader ? (out << to_string(leader)) : (out << "<null>"));
+  out << ", " << "partitionsOwned="; (__isset.partitionsOwned ? (out << to_string(partitionsOwned)) : (out << "<null>"));
+  out << ", " << "putRate="; (__isset.putRate ? (out << to_string(putRate)) : (out << "<null>"));
+  out << ", " << "partitions="; (__isset.partitions ? (out << to_string(partitions)) : (out << "<null>"));
+  out << ")";
+}
+
 } // namespace

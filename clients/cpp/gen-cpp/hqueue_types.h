@@ -49,6 +49,8 @@ class TPartitionProgress;
 
 class TSubscriberInfo;
 
+class TGatewayInfo;
+
 typedef struct _TMessageID__isset {
   _TMessageID__isset() : timestamp(false), sequenceID(false) {}
   bool timestamp :1;
@@ -916,6 +918,98 @@ class TSubscriberInfo : public virtual ::apache::thrift::TBase {
 void swap(TSubscriberInfo &a, TSubscriberInfo &b);
 
 std::ostream& operator<<(std::ostream& out, const TSubscriberInfo& obj);
+
+typedef struct _TGatewayInfo__isset {
+  _TGatewayInfo__isset() : address(false), gatewayID(false), leader(false), partitionsOwned(false), putRate(false), partitions(false) {}
+  bool address :1;
+  bool gatewayID :1;
+  bool leader :1;
+  bool partitionsOwned :1;
+  bool putRate :1;
+  bool partitions :1;
+} _TGatewayInfo__isset;
+
+/**
+ * A gateway of a cluster (issue 12): its address, what it owns and how busy it is.
+ */
+class TGatewayInfo : public virtual ::apache::thrift::TBase {
+ public:
+
+  TGatewayInfo(const TGatewayInfo&);
+  TGatewayInfo& operator=(const TGatewayInfo&);
+  TGatewayInfo() noexcept
+               : address(),
+                 gatewayID(),
+                 leader(0),
+                 partitionsOwned(0),
+                 putRate(0) {
+  }
+
+  virtual ~TGatewayInfo() noexcept;
+  Text address;
+  std::string gatewayID;
+  bool leader;
+  int32_t partitionsOwned;
+  double putRate;
+  std::map<Text, std::vector<int16_t> >  partitions;
+
+  _TGatewayInfo__isset __isset;
+
+  void __set_address(const Text& val);
+
+  void __set_gatewayID(const std::string& val);
+
+  void __set_leader(const bool val);
+
+  void __set_partitionsOwned(const int32_t val);
+
+  void __set_putRate(const double val);
+
+  void __set_partitions(const std::map<Text, std::vector<int16_t> > & val);
+
+  bool operator == (const TGatewayInfo & rhs) const
+  {
+    if (__isset.address != rhs.__isset.address)
+      return false;
+    else if (__isset.address && !(address == rhs.address))
+      return false;
+    if (__isset.gatewayID != rhs.__isset.gatewayID)
+      return false;
+    else if (__isset.gatewayID && !(gatewayID == rhs.gatewayID))
+      return false;
+    if (__isset.leader != rhs.__isset.leader)
+      return false;
+    else if (__isset.leader && !(leader == rhs.leader))
+      return false;
+    if (__isset.partitionsOwned != rhs.__isset.partitionsOwned)
+      return false;
+    else if (__isset.partitionsOwned && !(partitionsOwned == rhs.partitionsOwned))
+      return false;
+    if (__isset.putRate != rhs.__isset.putRate)
+      return false;
+    else if (__isset.putRate && !(putRate == rhs.putRate))
+      return false;
+    if (__isset.partitions != rhs.__isset.partitions)
+      return false;
+    else if (__isset.partitions && !(partitions == rhs.partitions))
+      return false;
+    return true;
+  }
+  bool operator != (const TGatewayInfo &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TGatewayInfo & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TGatewayInfo &a, TGatewayInfo &b);
+
+std::ostream& operator<<(std::ostream& out, const TGatewayInfo& obj);
 
 } // namespace
 

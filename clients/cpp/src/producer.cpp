@@ -2,6 +2,11 @@
 // (putMessages, or putMessagesWithPid with --partition). Each batch is acknowledged once it is
 // durable; the batch order is kept within a partition.
 //
+// With --partition, batches go straight to the gateway that owns the partition in a gateway
+// cluster (getQueueLocations, asked once); when that gateway refuses (IOError: the partition
+// moved) or cannot be reached, the locations are asked again and the batch is sent once more.
+// Any gateway would forward it to the owner: routing saves that hop.
+//
 //   printf 'clicks\thttp://example.com\n' | hqueue_producer --port 9190 q1
 //   printf '636c69636b73\t00ff\n' | hqueue_producer --hex --batch 500 q1
 #include "common.h"
@@ -30,13 +35,44 @@ int produce(const hqx::Options& o) {
     messages.push_back(std::move(m));
   }
 
-  hqx::Gateway gw(o);
+  hqx::Gateway seed(o);
+  std::unique_ptr<hqx::Gateway> owner;  // the partition's owner, when it is another gateway
+  auto route = [&]() {
+    owner.reset();
+    std::vector<std::string> locations;
+    seed->getQueueLocations(locations, queue);
+    const std::string self = o.host + ":" + std::to_string(o.port);
+    if (o.partition < static_cast<int>(locations.size())) {
+      const std::string& where = locations[o.partition];
+      auto colon = where.rfind(':');
+      if (!where.empty() && where != self && colon != std::string::npos) {
+        hqx::Options at = o;
+        at.host = where.substr(0, colon);
+        at.port = static_cast<int>(hqx::parseInt("owner port", where.substr(colon + 1), 1, 65535));
+        owner = std::make_unique<hqx::Gateway>(at);
+      }
+    }
+  };
+  if (o.partition >= 0) route();
   size_t batches = 0;
   for (size_t i = 0; i < messages.size(); i += o.batch) {
     auto end = messages.begin() + std::min(messages.size(), i + o.batch);
     std::vector<hqueue::TMessage> batch(messages.begin() + i, end);
-    if (o.partition >= 0) gw->putMessagesWithPid(queue, static_cast<int16_t>(o.partition), batch);
-    else gw->putMessages(queue, batch);
+    if (o.partition < 0) {
+      seed->putMessages(queue, batch);
+    } else {
+      const auto pid = static_cast<int16_t>(o.partition);
+      try {
+        (owner ? *owner : seed)->putMessagesWithPid(queue, pid, batch);
+      } catch (const hqueue::IOError&) {
+        route();  // the partition moved: ask again, send once more
+        (owner ? *owner : seed)->putMessagesWithPid(queue, pid, batch);
+      } catch (const apache::thrift::transport::TTransportException&) {
+        if (!owner) throw;  // the seed itself is gone
+        route();
+        (owner ? *owner : seed)->putMessagesWithPid(queue, pid, batch);
+      }
+    }
     ++batches;
   }
   std::cerr << "put " << messages.size() << " message(s) in " << batches << " batch(es)\n";

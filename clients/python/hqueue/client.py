@@ -18,6 +18,9 @@ share a :class:`hqueue.ConnectionPool` instead. Timeouts are in seconds.
 from __future__ import annotations
 
 import contextlib
+import select
+import socket
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -34,6 +37,7 @@ from .errors import InvalidArgument, ServerError, TransportError
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190
 DEFAULT_BATCH_SIZE = 1000
+LOCATIONS_TTL = 60.0  # seconds a queue's partition owners are cached
 
 Bytes = bytes | str
 
@@ -84,6 +88,19 @@ def _int(argument: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+def _closed_by_peer(client: Any) -> bool:
+    """True when the peer already closed the client's socket (a zero-timeout poll: cheap)."""
+    sock = getattr(getattr(getattr(client, "_iprot", None), "trans", None), "sock", None)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        # between calls nothing is owed to us: readable means EOF (or stray bytes: drop too)
+        return bool(readable)
+    except (OSError, ValueError):
+        return True
+
+
 class Connection:
     """A connection to one gateway. Opened on first use (or by :meth:`open`); after a
     :class:`TransportError` it is closed and the next call opens a new one.
@@ -110,6 +127,11 @@ class Connection:
         self.compact = compact
         self.timeout = timeout
         self._client: Any = None
+        # Routing in a gateway cluster: each queue's partition owners (getQueueLocations),
+        # and a connection per owner address, so puts go straight to the owner (no hop).
+        self._locations: dict[bytes, tuple[float, list[str]]] = {}
+        self._peers: dict[str, Connection] = {}
+        self._down: dict[str, float] = {}  # address -> until when (monotonic) it is avoided
         if autoconnect:
             self.open()
 
@@ -136,10 +158,82 @@ class Connection:
             ) from exc
 
     def close(self) -> None:
+        """Closes this connection and those it opened to partition owners."""
+        self._drop()
+        peers, self._peers = self._peers, {}
+        for peer in peers.values():
+            peer.close()
+
+    def _owners(self, queue: bytes) -> list[str]:
+        cached = self._locations.get(queue)
+        if cached is None or time.monotonic() - cached[0] > LOCATIONS_TTL:
+            raw = self._ask_locations(queue) or []
+            found = [x.decode() if isinstance(x, bytes) else x for x in raw]
+            cached = self._locations[queue] = (time.monotonic(), found)
+        return cached[1]
+
+    def clustered(self, queue: bytes) -> bool:
+        """Whether the queue's partitions are served by more than one gateway."""
+        return len(set(self._owners(queue))) > 1
+
+    def _drop(self) -> None:
+        """Closes the socket (the next call opens a new one); routing state stays."""
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
+
+    def owner(self, queue: bytes, partition: int) -> Connection:
+        """The connection to the gateway that owns ``partition`` of ``queue`` (this one when
+        the queue's partitions are all served by one address, as on a lone gateway). The map
+        is cached for a minute and dropped by :meth:`forget_locations`."""
+        owners = self._owners(queue)
+        address = owners[partition] if partition < len(owners) else ""
+        if address and self._down.get(address, 0) > time.monotonic():
+            address = ""  # it just failed (restarting?): any live gateway forwards the put
+        if not address:
+            return self._any_live()
+        if len(set(owners)) <= 1 or address == self.address:
+            return self
+        peer = self._peers.get(address)
+        if peer is None:
+            host, _, port = address.rpartition(":")
+            peer = self._peers[address] = Connection(
+                host, int(port), framed=self.framed, compact=self.compact, timeout=self.timeout
+            )
+        return peer
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _any_live(self) -> Connection:
+        now = time.monotonic()
+        if self._down.get(self.address, 0) <= now:
+            return self
+        for address, peer in self._peers.items():
+            if self._down.get(address, 0) <= now:
+                return peer
+        return self
+
+    def avoid(self, address: str, seconds: float = 2.0) -> None:
+        """Routes around ``address`` for a while (it refused a connection or dropped one)."""
+        self._down[address] = time.monotonic() + seconds
+
+    def _ask_locations(self, queue: bytes) -> Any:
+        """This gateway's answer, or (while it is down, say restarting) any other known one's."""
+        try:
+            return self.call("getQueueLocations", queue)
+        except TransportError:
+            self.avoid(self.address)
+            for peer in list(self._peers.values()):
+                with contextlib.suppress(TransportError):
+                    return peer.call("getQueueLocations", queue)
+            raise
+
+    def forget_locations(self, queue: bytes) -> None:
+        """Reads the partition owners again on the next routed put (after a refusal)."""
+        self._locations.pop(queue, None)
 
     def __enter__(self) -> Connection:
         return self
@@ -160,6 +254,10 @@ class Connection:
 
     def call(self, method: str, *args: Any) -> Any:
         """Calls an ``HQueueService`` method, mapping failures to :mod:`hqueue.errors`."""
+        if self._client is not None and _closed_by_peer(self._client):
+            # the gateway closed this idle connection (it restarted, or handed its partitions
+            # over and stopped): reconnect before sending rather than lose the call
+            self._drop()
         self.open()
         t = protocol.hqueue_thrift()
         try:
@@ -172,14 +270,14 @@ class Connection:
             raise ServerError(f"{method}: {exc}") from None
         except (TTransportException, TProtocolException, OSError, EOFError) as exc:
             # the conversation is out of step, or gone: never reuse this socket
-            self.close()
+            self._drop()
             raise TransportError(
                 f"{method} on gateway {self.host}:{self.port} failed: {exc or type(exc).__name__}"
             ) from exc
         except BaseException:
             # interrupted mid-call (gevent.Timeout, KeyboardInterrupt): an answer may still be
             # on its way, and would be read as the answer to the next call
-            self.close()
+            self._drop()
             raise
 
     # -- queues -----------------------------------------------------------------------------
@@ -308,7 +406,7 @@ class Queue:
             self.connection.call("putMessage", self.name, message)
         else:
             _int("partition", partition, 0, 32767)
-            self.connection.call("putMessageWithPid", self.name, partition, message)
+            self._routed("putMessageWithPid", partition, message)
 
     def put_many(
         self,
@@ -339,11 +437,39 @@ class Queue:
         return sent
 
     def _send(self, batch: list[Any], partition: int | None) -> int:
+        if (
+            partition is None
+            and any(m.partitionID is not None for m in batch)
+            and self.connection.clustered(self.name)
+        ):  # each partition's messages straight to its owner
+            by_partition: dict[int | None, list[Any]] = {}
+            for m in batch:
+                by_partition.setdefault(m.partitionID, []).append(m)
+            for p, group in by_partition.items():
+                for m in group:
+                    m.partitionID = None
+                self._send(group, p)
+            return len(batch)
         if partition is None:
             self.connection.call("putMessages", self.name, batch)
-        else:
-            self.connection.call("putMessagesWithPid", self.name, partition, batch)
+            return len(batch)
+        self._routed("putMessagesWithPid", partition, batch)
         return len(batch)
+
+    def _routed(self, method: str, partition: int, payload: Any) -> None:
+        """A put sent to the partition's owner; a refusal or a lost owner refreshes the map
+        (the caller decides whether to retry: a failed put may or may not be stored)."""
+        conn = self.connection
+        target = conn.owner(self.name, partition)
+        try:
+            target.call(method, self.name, partition, payload)
+        except TransportError:
+            conn.avoid(target.address)
+            conn.forget_locations(self.name)
+            raise
+        except ServerError:
+            conn.forget_locations(self.name)
+            raise
 
     def scan(
         self,

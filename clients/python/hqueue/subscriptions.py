@@ -98,16 +98,20 @@ class SubscriberRecord:
     partitions: list[int]
     checkpoints: dict[int, Id | None] = field(default_factory=dict)
     topics: frozenset[bytes] | None = None
+    # Counts the registrations that (may have) set start positions, and resets: checkpoint
+    # writers of several gateways (each pushes the partitions it owns) merge their writes while
+    # it stays the same; a new epoch (registered again, resetSubscriber, replayDeadLetters)
+    # restarts their runs from the record.
+    epoch: int = 0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_batch: int | None = None  # messages per consumeMessages call; None: the gateway's
     shared: bool = False  # a consumer group
-    # Bumped by resetSubscriber: workers reading with an older epoch restart at once.
-    epoch: int = 0
     # Dead letters to deliver again (replayDeadLetters): the DLQ's checkpoint and last id.
     replay: tuple[Id | None, Id] | None = None
 
     def encode(self) -> bytes:
         d: dict[str, object] = {
+            "epoch": self.epoch,
             "partitions": sorted(self.partitions),
             "topics": sorted(t.decode("latin-1") for t in self.topics or ()) or None,
             "checkpoints": {
@@ -122,8 +126,6 @@ class SubscriberRecord:
             d["max_batch"] = self.max_batch
         if self.shared:
             d["shared"] = True
-        if self.epoch:
-            d["epoch"] = self.epoch
         if self.replay is not None:
             at, upto = self.replay
             d["replay"] = [None if at is None else list(at), list(upto)]
@@ -142,10 +144,10 @@ class SubscriberRecord:
             sorted(int(p) for p in d.get("partitions") or []),
             checkpoints,
             frozenset(t.encode("latin-1") for t in topics) if topics else None,
+            int(d.get("epoch") or 0),
             RetryPolicy(*(int(x) for x in retry)) if retry else RetryPolicy(),
             int(d["max_batch"]) if d.get("max_batch") else None,
             bool(d.get("shared", False)),
-            int(d.get("epoch", 0)),
             None
             if not replay
             else (
@@ -195,10 +197,10 @@ def resolve(
         sorted(wanted),
         checkpoints,
         frozenset(topics or ()) or None,
+        existing.epoch + 1 if existing else 1,
         retry or RetryPolicy(),
         max_batch,
         shared,
-        existing.epoch if existing else 0,
         existing.replay if existing else None,
     )
 

@@ -1509,6 +1509,199 @@ class HQueueServiceClient implements \HQueue\HQueueServiceIf
         throw new \Exception("listSubscribers failed: unknown result");
     }
 
+    public function forwardMessages($queueName, $partitionID, array $tMessages)
+    {
+        $this->send_forwardMessages($queueName, $partitionID, $tMessages);
+        $this->recv_forwardMessages();
+    }
+
+    public function send_forwardMessages($queueName, $partitionID, array $tMessages)
+    {
+        $args = new \HQueue\HQueueService_forwardMessages_args();
+        $args->queueName = $queueName;
+        $args->partitionID = $partitionID;
+        $args->tMessages = $tMessages;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'forwardMessages',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('forwardMessages', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_forwardMessages()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_forwardMessages_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_forwardMessages_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function listGateways()
+    {
+        $this->send_listGateways();
+        return $this->recv_listGateways();
+    }
+
+    public function send_listGateways()
+    {
+        $args = new \HQueue\HQueueService_listGateways_args();
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'listGateways',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('listGateways', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_listGateways()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_listGateways_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_listGateways_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("listGateways failed: unknown result");
+    }
+
+    public function balanceCluster($maxMoves)
+    {
+        $this->send_balanceCluster($maxMoves);
+        return $this->recv_balanceCluster();
+    }
+
+    public function send_balanceCluster($maxMoves)
+    {
+        $args = new \HQueue\HQueueService_balanceCluster_args();
+        $args->maxMoves = $maxMoves;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'balanceCluster',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('balanceCluster', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_balanceCluster()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_balanceCluster_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_balanceCluster_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("balanceCluster failed: unknown result");
+    }
+
     public function putMessagesReturningIds($queueName, $partitionID, array $tMessages)
     {
         $this->send_putMessagesReturningIds($queueName, $partitionID, $tMessages);

@@ -225,6 +225,35 @@ interface HQueueServiceIf
      */
     public function listSubscribers($queueName);
     /**
+     * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+     * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+     * 
+     * @param string $queueName
+     * @param int $partitionID
+     * @param \HQueue\TMessage[] $tMessages
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function forwardMessages($queueName, $partitionID, array $tMessages);
+    /**
+     * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+     * 
+     * @return \HQueue\TGatewayInfo[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function listGateways();
+    /**
+     * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+     * partition counts balanced; returns how many partitions it moved.
+     * 
+     * @param int $maxMoves
+     * @return int
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function balanceCluster($maxMoves);
+    /**
      * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
      * 
      * @param string $queueName

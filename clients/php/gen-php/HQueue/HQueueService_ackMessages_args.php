@@ -126,14 +126,14 @@ class HQueueService_ackMessages_args
                 case 4:
                     if ($ftype == TType::LST) {
                         $this->upTo = array();
-                        $_size153 = 0;
-                        $_etype156 = 0;
-                        $xfer += $input->readListBegin($_etype156, $_size153);
-                        for ($_i157 = 0; $_i157 < $_size153; ++$_i157) {
-                            $elem158 = null;
-                            $elem158 = new \HQueue\TSubscribedPartition();
-                            $xfer += $elem158->read($input);
-                            $this->upTo []= $elem158;
+                        $_size183 = 0;
+                        $_etype186 = 0;
+                        $xfer += $input->readListBegin($_etype186, $_size183);
+                        for ($_i187 = 0; $_i187 < $_size183; ++$_i187) {
+                            $elem188 = null;
+                            $elem188 = new \HQueue\TSubscribedPartition();
+                            $xfer += $elem188->read($input);
+                            $this->upTo []= $elem188;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -175,8 +175,8 @@ class HQueueService_ackMessages_args
             }
             $xfer += $output->writeFieldBegin('upTo', TType::LST, 4);
             $output->writeListBegin(TType::STRUCT, count($this->upTo));
-            foreach ($this->upTo as $iter159) {
-                $xfer += $iter159->write($output);
+            foreach ($this->upTo as $iter189) {
+                $xfer += $iter189->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

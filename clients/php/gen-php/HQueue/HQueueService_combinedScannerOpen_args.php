@@ -100,13 +100,13 @@ class HQueueService_combinedScannerOpen_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->partitionIDs = array();
-                        $_size95 = 0;
-                        $_etype98 = 0;
-                        $xfer += $input->readListBegin($_etype98, $_size95);
-                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
-                            $elem100 = null;
-                            $xfer += $input->readI16($elem100);
-                            $this->partitionIDs []= $elem100;
+                        $_size111 = 0;
+                        $_etype114 = 0;
+                        $xfer += $input->readListBegin($_etype114, $_size111);
+                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
+                            $elem116 = null;
+                            $xfer += $input->readI16($elem116);
+                            $this->partitionIDs []= $elem116;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -146,8 +146,8 @@ class HQueueService_combinedScannerOpen_args
             }
             $xfer += $output->writeFieldBegin('partitionIDs', TType::LST, 2);
             $output->writeListBegin(TType::I16, count($this->partitionIDs));
-            foreach ($this->partitionIDs as $iter101) {
-                $xfer += $output->writeI16($iter101);
+            foreach ($this->partitionIDs as $iter117) {
+                $xfer += $output->writeI16($iter117);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -129,16 +129,16 @@ class HQueueService_createQueue_args
                 case 4:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size102 = 0;
-                        $_ktype103 = 0;
-                        $_vtype104 = 0;
-                        $xfer += $input->readMapBegin($_ktype103, $_vtype104, $_size102);
-                        for ($_i106 = 0; $_i106 < $_size102; ++$_i106) {
-                            $key107 = '';
-                            $val108 = '';
-                            $xfer += $input->readString($key107);
-                            $xfer += $input->readString($val108);
-                            $this->config[$key107] = $val108;
+                        $_size118 = 0;
+                        $_ktype119 = 0;
+                        $_vtype120 = 0;
+                        $xfer += $input->readMapBegin($_ktype119, $_vtype120, $_size118);
+                        for ($_i122 = 0; $_i122 < $_size118; ++$_i122) {
+                            $key123 = '';
+                            $val124 = '';
+                            $xfer += $input->readString($key123);
+                            $xfer += $input->readString($val124);
+                            $this->config[$key123] = $val124;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -180,9 +180,9 @@ class HQueueService_createQueue_args
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 4);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter109 => $viter110) {
-                $xfer += $output->writeString($kiter109);
-                $xfer += $output->writeString($viter110);
+            foreach ($this->config as $kiter125 => $viter126) {
+                $xfer += $output->writeString($kiter125);
+                $xfer += $output->writeString($viter126);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_findMessagesByKey_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size139 = 0;
-                        $_etype142 = 0;
-                        $xfer += $input->readListBegin($_etype142, $_size139);
-                        for ($_i143 = 0; $_i143 < $_size139; ++$_i143) {
-                            $elem144 = null;
-                            $elem144 = new \HQueue\TMessage();
-                            $xfer += $elem144->read($input);
-                            $this->success []= $elem144;
+                        $_size169 = 0;
+                        $_etype172 = 0;
+                        $xfer += $input->readListBegin($_etype172, $_size169);
+                        for ($_i173 = 0; $_i173 < $_size169; ++$_i173) {
+                            $elem174 = null;
+                            $elem174 = new \HQueue\TMessage();
+                            $xfer += $elem174->read($input);
+                            $this->success []= $elem174;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_findMessagesByKey_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter145) {
-                $xfer += $iter145->write($output);
+            foreach ($this->success as $iter175) {
+                $xfer += $iter175->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -94,13 +94,13 @@ class HQueueService_getQueueLocations_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size88 = 0;
-                        $_etype91 = 0;
-                        $xfer += $input->readListBegin($_etype91, $_size88);
-                        for ($_i92 = 0; $_i92 < $_size88; ++$_i92) {
-                            $elem93 = null;
-                            $xfer += $input->readString($elem93);
-                            $this->success []= $elem93;
+                        $_size104 = 0;
+                        $_etype107 = 0;
+                        $xfer += $input->readListBegin($_etype107, $_size104);
+                        for ($_i108 = 0; $_i108 < $_size104; ++$_i108) {
+                            $elem109 = null;
+                            $xfer += $input->readString($elem109);
+                            $this->success []= $elem109;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -143,8 +143,8 @@ class HQueueService_getQueueLocations_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRING, count($this->success));
-            foreach ($this->success as $iter94) {
-                $xfer += $output->writeString($iter94);
+            foreach ($this->success as $iter110) {
+                $xfer += $output->writeString($iter110);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

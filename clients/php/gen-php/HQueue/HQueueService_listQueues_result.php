@@ -95,14 +95,14 @@ class HQueueService_listQueues_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size111 = 0;
-                        $_etype114 = 0;
-                        $xfer += $input->readListBegin($_etype114, $_size111);
-                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
-                            $elem116 = null;
-                            $elem116 = new \HQueue\TQueueInfo();
-                            $xfer += $elem116->read($input);
-                            $this->success []= $elem116;
+                        $_size127 = 0;
+                        $_etype130 = 0;
+                        $xfer += $input->readListBegin($_etype130, $_size127);
+                        for ($_i131 = 0; $_i131 < $_size127; ++$_i131) {
+                            $elem132 = null;
+                            $elem132 = new \HQueue\TQueueInfo();
+                            $xfer += $elem132->read($input);
+                            $this->success []= $elem132;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listQueues_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter117) {
-                $xfer += $iter117->write($output);
+            foreach ($this->success as $iter133) {
+                $xfer += $iter133->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

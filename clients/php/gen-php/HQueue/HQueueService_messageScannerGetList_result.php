@@ -95,14 +95,14 @@ class HQueueService_messageScannerGetList_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size67 = 0;
-                        $_etype70 = 0;
-                        $xfer += $input->readListBegin($_etype70, $_size67);
-                        for ($_i71 = 0; $_i71 < $_size67; ++$_i71) {
-                            $elem72 = null;
-                            $elem72 = new \HQueue\TMessage();
-                            $xfer += $elem72->read($input);
-                            $this->success []= $elem72;
+                        $_size83 = 0;
+                        $_etype86 = 0;
+                        $xfer += $input->readListBegin($_etype86, $_size83);
+                        for ($_i87 = 0; $_i87 < $_size83; ++$_i87) {
+                            $elem88 = null;
+                            $elem88 = new \HQueue\TMessage();
+                            $xfer += $elem88->read($input);
+                            $this->success []= $elem88;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_messageScannerGetList_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter73) {
-                $xfer += $iter73->write($output);
+            foreach ($this->success as $iter89) {
+                $xfer += $iter89->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

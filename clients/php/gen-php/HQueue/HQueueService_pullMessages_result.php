@@ -95,14 +95,14 @@ class HQueueService_pullMessages_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size146 = 0;
-                        $_etype149 = 0;
-                        $xfer += $input->readListBegin($_etype149, $_size146);
-                        for ($_i150 = 0; $_i150 < $_size146; ++$_i150) {
-                            $elem151 = null;
-                            $elem151 = new \HQueue\TMessage();
-                            $xfer += $elem151->read($input);
-                            $this->success []= $elem151;
+                        $_size176 = 0;
+                        $_etype179 = 0;
+                        $xfer += $input->readListBegin($_etype179, $_size176);
+                        for ($_i180 = 0; $_i180 < $_size176; ++$_i180) {
+                            $elem181 = null;
+                            $elem181 = new \HQueue\TMessage();
+                            $xfer += $elem181->read($input);
+                            $this->success []= $elem181;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_pullMessages_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter152) {
-                $xfer += $iter152->write($output);
+            foreach ($this->success as $iter182) {
+                $xfer += $iter182->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -107,14 +107,14 @@ class HQueueService_putMessagesReturningIds_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size125 = 0;
-                        $_etype128 = 0;
-                        $xfer += $input->readListBegin($_etype128, $_size125);
-                        for ($_i129 = 0; $_i129 < $_size125; ++$_i129) {
-                            $elem130 = null;
-                            $elem130 = new \HQueue\TMessage();
-                            $xfer += $elem130->read($input);
-                            $this->tMessages []= $elem130;
+                        $_size155 = 0;
+                        $_etype158 = 0;
+                        $xfer += $input->readListBegin($_etype158, $_size155);
+                        for ($_i159 = 0; $_i159 < $_size155; ++$_i159) {
+                            $elem160 = null;
+                            $elem160 = new \HQueue\TMessage();
+                            $xfer += $elem160->read($input);
+                            $this->tMessages []= $elem160;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_putMessagesReturningIds_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter131) {
-                $xfer += $iter131->write($output);
+            foreach ($this->tMessages as $iter161) {
+                $xfer += $iter161->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_putMessagesReturningIds_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size132 = 0;
-                        $_etype135 = 0;
-                        $xfer += $input->readListBegin($_etype135, $_size132);
-                        for ($_i136 = 0; $_i136 < $_size132; ++$_i136) {
-                            $elem137 = null;
-                            $elem137 = new \HQueue\TMessageID();
-                            $xfer += $elem137->read($input);
-                            $this->success []= $elem137;
+                        $_size162 = 0;
+                        $_etype165 = 0;
+                        $xfer += $input->readListBegin($_etype165, $_size162);
+                        for ($_i166 = 0; $_i166 < $_size162; ++$_i166) {
+                            $elem167 = null;
+                            $elem167 = new \HQueue\TMessageID();
+                            $xfer += $elem167->read($input);
+                            $this->success []= $elem167;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_putMessagesReturningIds_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter138) {
-                $xfer += $iter138->write($output);
+            foreach ($this->success as $iter168) {
+                $xfer += $iter168->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -137,7 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"truncate values longer than this (0: never; default {commands.DEFAULT_VALUE_LIMIT})",
     )
 
-    add("locations", "the gateway serving each partition").add_argument("queue")
+    add("locations", "the gateway owning each partition").add_argument("queue")
+    add("gateways", "the gateways of the cluster: partitions owned and put rates")
+    add("balance", "move partitions between gateways to even out their put rates").add_argument(
+        "--max-moves", type=int, default=100, metavar="N",
+        help="move at most N partitions (default %(default)s)",
+    )  # fmt: skip
     p = add("add_subscriber", "add a subscriber of every partition, from new messages on")
     p.add_argument("queue")
     p.add_argument("subscriber")
@@ -227,6 +232,10 @@ def run_command(client: Client, args: argparse.Namespace) -> None:
             _print(commands.format_messages(messages, args.max_value))
     elif name == "locations":
         _print(commands.format_locations(commands.queue_locations(client, args.queue)))
+    elif name == "gateways":
+        _print(commands.format_gateways(commands.list_gateways(client)))
+    elif name == "balance":
+        _print(commands.balance(client, args.max_moves))
     elif name == "add_subscriber":
         _print(commands.add_subscriber(client, args.queue, args.subscriber))
     elif name == "delete_subscriber":

@@ -193,6 +193,45 @@ def queue_locations(client: Client, queue: str) -> list[str]:
     return [_text(loc) for loc in client.getQueueLocations(_name(queue))]
 
 
+def list_gateways(client: Client) -> list[Any]:
+    """The gateways of the cluster (TGatewayInfo), the leader first."""
+    return sorted(client.listGateways(), key=lambda g: (not g.leader, _text(g.address)))
+
+
+def format_gateways(gateways: list[Any]) -> str:
+    rows = [("GATEWAY", "ID", "ROLE", "PARTITIONS", "PUTS/S", "OWNS")]
+    for g in gateways:
+        owns = ", ".join(
+            f"{_text(q)}:{_ranges(sorted(ps))}" for q, ps in sorted((g.partitions or {}).items())
+        )
+        rows.append((
+            _text(g.address), g.gatewayID or "-", "leader" if g.leader else "member",
+            str(g.partitionsOwned or 0), f"{g.putRate or 0:.0f}", owns or "-",
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5]
+        for r in rows
+    )
+
+
+def _ranges(ids: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2,5'."""
+    out: list[str] = []
+    for i in ids:
+        if out and i == int(out[-1].rsplit("-", 1)[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+def balance(client: Client, max_moves: int) -> str:
+    _check_range("--max-moves", max_moves, 1, 1_000_000)
+    moved = client.balanceCluster(max_moves)
+    return f"moved {moved} partition(s)" if moved else "already balanced: nothing moved"
+
+
 # -- messages --------------------------------------------------------------------------------
 
 

@@ -256,6 +256,37 @@ class Iface(object):
         """
         pass
 
+    def forwardMessages(self, queueName, partitionID, tMessages):
+        """
+        Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        pass
+
+    def listGateways(self):
+        """
+        The live gateways of the cluster (one entry, this gateway, when it runs alone).
+
+        """
+        pass
+
+    def balanceCluster(self, maxMoves):
+        """
+        Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+        partition counts balanced; returns how many partitions it moved.
+
+        Parameters:
+         - maxMoves
+
+        """
+        pass
+
     def putMessagesReturningIds(self, queueName, partitionID, tMessages):
         """
         Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
@@ -1218,6 +1249,120 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "listSubscribers failed: unknown result")
 
+    def forwardMessages(self, queueName, partitionID, tMessages):
+        """
+        Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        self.send_forwardMessages(queueName, partitionID, tMessages)
+        self.recv_forwardMessages()
+
+    def send_forwardMessages(self, queueName, partitionID, tMessages):
+        self._oprot.writeMessageBegin('forwardMessages', TMessageType.CALL, self._seqid)
+        args = forwardMessages_args()
+        args.queueName = queueName
+        args.partitionID = partitionID
+        args.tMessages = tMessages
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_forwardMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = forwardMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def listGateways(self):
+        """
+        The live gateways of the cluster (one entry, this gateway, when it runs alone).
+
+        """
+        self.send_listGateways()
+        return self.recv_listGateways()
+
+    def send_listGateways(self):
+        self._oprot.writeMessageBegin('listGateways', TMessageType.CALL, self._seqid)
+        args = listGateways_args()
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_listGateways(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = listGateways_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "listGateways failed: unknown result")
+
+    def balanceCluster(self, maxMoves):
+        """
+        Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+        partition counts balanced; returns how many partitions it moved.
+
+        Parameters:
+         - maxMoves
+
+        """
+        self.send_balanceCluster(maxMoves)
+        return self.recv_balanceCluster()
+
+    def send_balanceCluster(self, maxMoves):
+        self._oprot.writeMessageBegin('balanceCluster', TMessageType.CALL, self._seqid)
+        args = balanceCluster_args()
+        args.maxMoves = maxMoves
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_balanceCluster(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = balanceCluster_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "balanceCluster failed: unknown result")
+
     def putMessagesReturningIds(self, queueName, partitionID, tMessages):
         """
         Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
@@ -1500,6 +1645,9 @@ class Processor(Iface, TProcessor):
         self._processMap["addSubscriber"] = Processor.process_addSubscriber
         self._processMap["deleteSubscriber"] = Processor.process_deleteSubscriber
         self._processMap["listSubscribers"] = Processor.process_listSubscribers
+        self._processMap["forwardMessages"] = Processor.process_forwardMessages
+        self._processMap["listGateways"] = Processor.process_listGateways
+        self._processMap["balanceCluster"] = Processor.process_balanceCluster
         self._processMap["putMessagesReturningIds"] = Processor.process_putMessagesReturningIds
         self._processMap["findMessagesByKey"] = Processor.process_findMessagesByKey
         self._processMap["resetSubscriber"] = Processor.process_resetSubscriber
@@ -2195,6 +2343,93 @@ class Processor(Iface, TProcessor):
         oprot.writeMessageEnd()
         oprot.trans.flush()
 
+    def process_forwardMessages(self, seqid, iprot, oprot):
+        args = forwardMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = forwardMessages_result()
+        try:
+            self._handler.forwardMessages(args.queueName, args.partitionID, args.tMessages)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("forwardMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_listGateways(self, seqid, iprot, oprot):
+        args = listGateways_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = listGateways_result()
+        try:
+            result.success = self._handler.listGateways()
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("listGateways", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_balanceCluster(self, seqid, iprot, oprot):
+        args = balanceCluster_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = balanceCluster_result()
+        try:
+            result.success = self._handler.balanceCluster(args.maxMoves)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("balanceCluster", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
     def process_putMessagesReturningIds(self, seqid, iprot, oprot):
         args = putMessagesReturningIds_args()
         args.read(iprot)
@@ -2793,11 +3028,11 @@ class messageScannerGetList_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype70, _size67) = iprot.readListBegin()
-                    for _i71 in range(_size67):
-                        _elem72 = TMessage()
-                        _elem72.read(iprot)
-                        self.success.append(_elem72)
+                    (_etype86, _size83) = iprot.readListBegin()
+                    for _i87 in range(_size83):
+                        _elem88 = TMessage()
+                        _elem88.read(iprot)
+                        self.success.append(_elem88)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2824,8 +3059,8 @@ class messageScannerGetList_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter73 in self.success:
-                iter73.write(oprot)
+            for iter89 in self.success:
+                iter89.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3175,11 +3410,11 @@ class putMessages_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype77, _size74) = iprot.readListBegin()
-                    for _i78 in range(_size74):
-                        _elem79 = TMessage()
-                        _elem79.read(iprot)
-                        self.tMessages.append(_elem79)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = TMessage()
+                        _elem95.read(iprot)
+                        self.tMessages.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3200,8 +3435,8 @@ class putMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 2)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter80 in self.tMessages:
-                iter80.write(oprot)
+            for iter96 in self.tMessages:
+                iter96.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3500,11 +3735,11 @@ class putMessagesWithPid_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype84, _size81) = iprot.readListBegin()
-                    for _i85 in range(_size81):
-                        _elem86 = TMessage()
-                        _elem86.read(iprot)
-                        self.tMessages.append(_elem86)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = TMessage()
+                        _elem102.read(iprot)
+                        self.tMessages.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3529,8 +3764,8 @@ class putMessagesWithPid_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter87 in self.tMessages:
-                iter87.write(oprot)
+            for iter103 in self.tMessages:
+                iter103.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3721,10 +3956,10 @@ class getQueueLocations_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype91, _size88) = iprot.readListBegin()
-                    for _i92 in range(_size88):
-                        _elem93 = iprot.readBinary()
-                        self.success.append(_elem93)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = iprot.readBinary()
+                        self.success.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3751,8 +3986,8 @@ class getQueueLocations_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter94 in self.success:
-                oprot.writeBinary(iter94)
+            for iter110 in self.success:
+                oprot.writeBinary(iter110)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3979,10 +4214,10 @@ class combinedScannerOpen_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.partitionIDs = []
-                    (_etype98, _size95) = iprot.readListBegin()
-                    for _i99 in range(_size95):
-                        _elem100 = iprot.readI16()
-                        self.partitionIDs.append(_elem100)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = iprot.readI16()
+                        self.partitionIDs.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4009,8 +4244,8 @@ class combinedScannerOpen_args(object):
         if self.partitionIDs is not None:
             oprot.writeFieldBegin('partitionIDs', TType.LIST, 2)
             oprot.writeListBegin(TType.I16, len(self.partitionIDs))
-            for iter101 in self.partitionIDs:
-                oprot.writeI16(iter101)
+            for iter117 in self.partitionIDs:
+                oprot.writeI16(iter117)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.messageScan is not None:
@@ -4171,11 +4406,11 @@ class createQueue_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype103, _vtype104, _size102) = iprot.readMapBegin()
-                    for _i106 in range(_size102):
-                        _key107 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val108 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key107] = _val108
+                    (_ktype119, _vtype120, _size118) = iprot.readMapBegin()
+                    for _i122 in range(_size118):
+                        _key123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val124 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key123] = _val124
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -4204,9 +4439,9 @@ class createQueue_args(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter109, viter110 in self.config.items():
-                oprot.writeString(kiter109.encode('utf-8') if sys.version_info[0] == 2 else kiter109)
-                oprot.writeString(viter110.encode('utf-8') if sys.version_info[0] == 2 else viter110)
+            for kiter125, viter126 in self.config.items():
+                oprot.writeString(kiter125.encode('utf-8') if sys.version_info[0] == 2 else kiter125)
+                oprot.writeString(viter126.encode('utf-8') if sys.version_info[0] == 2 else viter126)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -4923,11 +5158,11 @@ class listQueues_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype114, _size111) = iprot.readListBegin()
-                    for _i115 in range(_size111):
-                        _elem116 = TQueueInfo()
-                        _elem116.read(iprot)
-                        self.success.append(_elem116)
+                    (_etype130, _size127) = iprot.readListBegin()
+                    for _i131 in range(_size127):
+                        _elem132 = TQueueInfo()
+                        _elem132.read(iprot)
+                        self.success.append(_elem132)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4954,8 +5189,8 @@ class listQueues_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter117 in self.success:
-                iter117.write(oprot)
+            for iter133 in self.success:
+                iter133.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5891,11 +6126,11 @@ class listSubscribers_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype121, _size118) = iprot.readListBegin()
-                    for _i122 in range(_size118):
-                        _elem123 = TSubscriberInfo()
-                        _elem123.read(iprot)
-                        self.success.append(_elem123)
+                    (_etype137, _size134) = iprot.readListBegin()
+                    for _i138 in range(_size134):
+                        _elem139 = TSubscriberInfo()
+                        _elem139.read(iprot)
+                        self.success.append(_elem139)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5922,8 +6157,8 @@ class listSubscribers_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter124 in self.success:
-                iter124.write(oprot)
+            for iter140 in self.success:
+                iter140.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5953,6 +6188,459 @@ class listSubscribers_result(object):
 all_structs.append(listSubscribers_result)
 listSubscribers_result.thrift_spec = (
     (0, TType.LIST, 'success', (TType.STRUCT, [TSubscriberInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class forwardMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - partitionID
+     - tMessages
+
+    """
+
+
+    def __init__(self, queueName=None, partitionID=None, tMessages=None,):
+        self.queueName = queueName
+        self.partitionID = partitionID
+        self.tMessages = tMessages
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.tMessages = []
+                    (_etype144, _size141) = iprot.readListBegin()
+                    for _i145 in range(_size141):
+                        _elem146 = TMessage()
+                        _elem146.read(iprot)
+                        self.tMessages.append(_elem146)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 2)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.tMessages is not None:
+            oprot.writeFieldBegin('tMessages', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
+            for iter147 in self.tMessages:
+                iter147.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessages_args)
+forwardMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.I16, 'partitionID', None, None, ),  # 2
+    (3, TType.LIST, 'tMessages', (TType.STRUCT, [TMessage, None], False), None, ),  # 3
+)
+
+
+class forwardMessages_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessages_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessages_result)
+forwardMessages_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class listGateways_args(object):
+
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listGateways_args')
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listGateways_args)
+listGateways_args.thrift_spec = (
+)
+
+
+class listGateways_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype151, _size148) = iprot.readListBegin()
+                    for _i152 in range(_size148):
+                        _elem153 = TGatewayInfo()
+                        _elem153.read(iprot)
+                        self.success.append(_elem153)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('listGateways_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter154 in self.success:
+                iter154.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(listGateways_result)
+listGateways_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TGatewayInfo, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class balanceCluster_args(object):
+    """
+    Attributes:
+     - maxMoves
+
+    """
+
+
+    def __init__(self, maxMoves=None,):
+        self.maxMoves = maxMoves
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I32:
+                    self.maxMoves = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('balanceCluster_args')
+        if self.maxMoves is not None:
+            oprot.writeFieldBegin('maxMoves', TType.I32, 1)
+            oprot.writeI32(self.maxMoves)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(balanceCluster_args)
+balanceCluster_args.thrift_spec = (
+    None,  # 0
+    (1, TType.I32, 'maxMoves', None, None, ),  # 1
+)
+
+
+class balanceCluster_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.I32:
+                    self.success = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('balanceCluster_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.I32, 0)
+            oprot.writeI32(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(balanceCluster_result)
+balanceCluster_result.thrift_spec = (
+    (0, TType.I32, 'success', None, None, ),  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )
@@ -5995,11 +6683,11 @@ class putMessagesReturningIds_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype128, _size125) = iprot.readListBegin()
-                    for _i129 in range(_size125):
-                        _elem130 = TMessage()
-                        _elem130.read(iprot)
-                        self.tMessages.append(_elem130)
+                    (_etype158, _size155) = iprot.readListBegin()
+                    for _i159 in range(_size155):
+                        _elem160 = TMessage()
+                        _elem160.read(iprot)
+                        self.tMessages.append(_elem160)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6024,8 +6712,8 @@ class putMessagesReturningIds_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter131 in self.tMessages:
-                iter131.write(oprot)
+            for iter161 in self.tMessages:
+                iter161.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -6080,11 +6768,11 @@ class putMessagesReturningIds_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype135, _size132) = iprot.readListBegin()
-                    for _i136 in range(_size132):
-                        _elem137 = TMessageID()
-                        _elem137.read(iprot)
-                        self.success.append(_elem137)
+                    (_etype165, _size162) = iprot.readListBegin()
+                    for _i166 in range(_size162):
+                        _elem167 = TMessageID()
+                        _elem167.read(iprot)
+                        self.success.append(_elem167)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6111,8 +6799,8 @@ class putMessagesReturningIds_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter138 in self.success:
-                iter138.write(oprot)
+            for iter168 in self.success:
+                iter168.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -6260,11 +6948,11 @@ class findMessagesByKey_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype142, _size139) = iprot.readListBegin()
-                    for _i143 in range(_size139):
-                        _elem144 = TMessage()
-                        _elem144.read(iprot)
-                        self.success.append(_elem144)
+                    (_etype172, _size169) = iprot.readListBegin()
+                    for _i173 in range(_size169):
+                        _elem174 = TMessage()
+                        _elem174.read(iprot)
+                        self.success.append(_elem174)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6291,8 +6979,8 @@ class findMessagesByKey_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter145 in self.success:
-                iter145.write(oprot)
+            for iter175 in self.success:
+                iter175.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -6624,11 +7312,11 @@ class pullMessages_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype149, _size146) = iprot.readListBegin()
-                    for _i150 in range(_size146):
-                        _elem151 = TMessage()
-                        _elem151.read(iprot)
-                        self.success.append(_elem151)
+                    (_etype179, _size176) = iprot.readListBegin()
+                    for _i180 in range(_size176):
+                        _elem181 = TMessage()
+                        _elem181.read(iprot)
+                        self.success.append(_elem181)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6655,8 +7343,8 @@ class pullMessages_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter152 in self.success:
-                iter152.write(oprot)
+            for iter182 in self.success:
+                iter182.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -6735,11 +7423,11 @@ class ackMessages_args(object):
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.upTo = []
-                    (_etype156, _size153) = iprot.readListBegin()
-                    for _i157 in range(_size153):
-                        _elem158 = TSubscribedPartition()
-                        _elem158.read(iprot)
-                        self.upTo.append(_elem158)
+                    (_etype186, _size183) = iprot.readListBegin()
+                    for _i187 in range(_size183):
+                        _elem188 = TSubscribedPartition()
+                        _elem188.read(iprot)
+                        self.upTo.append(_elem188)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6768,8 +7456,8 @@ class ackMessages_args(object):
         if self.upTo is not None:
             oprot.writeFieldBegin('upTo', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.upTo))
-            for iter159 in self.upTo:
-                iter159.write(oprot)
+            for iter189 in self.upTo:
+                iter189.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()

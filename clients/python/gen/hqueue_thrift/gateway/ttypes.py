@@ -1242,6 +1242,138 @@ class TSubscriberInfo(object):
 
     def __ne__(self, other):
         return not (self == other)
+
+
+class TGatewayInfo(object):
+    """
+    A gateway of a cluster (issue 12): its address, what it owns and how busy it is.
+
+    Attributes:
+     - address
+     - gatewayID
+     - leader
+     - partitionsOwned
+     - putRate
+     - partitions
+
+    """
+
+
+    def __init__(self, address=None, gatewayID=None, leader=None, partitionsOwned=None, putRate=None, partitions=None,):
+        self.address = address
+        self.gatewayID = gatewayID
+        self.leader = leader
+        self.partitionsOwned = partitionsOwned
+        self.putRate = putRate
+        self.partitions = partitions
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.address = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.gatewayID = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.BOOL:
+                    self.leader = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I32:
+                    self.partitionsOwned = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.DOUBLE:
+                    self.putRate = iprot.readDouble()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.MAP:
+                    self.partitions = {}
+                    (_ktype68, _vtype69, _size67) = iprot.readMapBegin()
+                    for _i71 in range(_size67):
+                        _key72 = iprot.readBinary()
+                        _val73 = []
+                        (_etype77, _size74) = iprot.readListBegin()
+                        for _i78 in range(_size74):
+                            _elem79 = iprot.readI16()
+                            _val73.append(_elem79)
+                        iprot.readListEnd()
+                        self.partitions[_key72] = _val73
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TGatewayInfo')
+        if self.address is not None:
+            oprot.writeFieldBegin('address', TType.STRING, 1)
+            oprot.writeBinary(self.address)
+            oprot.writeFieldEnd()
+        if self.gatewayID is not None:
+            oprot.writeFieldBegin('gatewayID', TType.STRING, 2)
+            oprot.writeString(self.gatewayID.encode('utf-8') if sys.version_info[0] == 2 else self.gatewayID)
+            oprot.writeFieldEnd()
+        if self.leader is not None:
+            oprot.writeFieldBegin('leader', TType.BOOL, 3)
+            oprot.writeBool(self.leader)
+            oprot.writeFieldEnd()
+        if self.partitionsOwned is not None:
+            oprot.writeFieldBegin('partitionsOwned', TType.I32, 4)
+            oprot.writeI32(self.partitionsOwned)
+            oprot.writeFieldEnd()
+        if self.putRate is not None:
+            oprot.writeFieldBegin('putRate', TType.DOUBLE, 5)
+            oprot.writeDouble(self.putRate)
+            oprot.writeFieldEnd()
+        if self.partitions is not None:
+            oprot.writeFieldBegin('partitions', TType.MAP, 6)
+            oprot.writeMapBegin(TType.STRING, TType.LIST, len(self.partitions))
+            for kiter80, viter81 in self.partitions.items():
+                oprot.writeBinary(kiter80)
+                oprot.writeListBegin(TType.I16, len(viter81))
+                for iter82 in viter81:
+                    oprot.writeI16(iter82)
+                oprot.writeListEnd()
+            oprot.writeMapEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
 all_structs.append(TMessageID)
 TMessageID.thrift_spec = (
     None,  # 0
@@ -1337,6 +1469,16 @@ TSubscriberInfo.thrift_spec = (
     (6, TType.I64, 'deadLetters', None, None, ),  # 6
     (7, TType.BOOL, 'shared', None, None, ),  # 7
     (8, TType.STRUCT, 'retryPolicy', [TRetryPolicy, None], None, ),  # 8
+)
+all_structs.append(TGatewayInfo)
+TGatewayInfo.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'address', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'gatewayID', 'UTF8', None, ),  # 2
+    (3, TType.BOOL, 'leader', None, None, ),  # 3
+    (4, TType.I32, 'partitionsOwned', None, None, ),  # 4
+    (5, TType.DOUBLE, 'putRate', None, None, ),  # 5
+    (6, TType.MAP, 'partitions', (TType.STRING, 'BINARY', TType.LIST, (TType.I16, None, False), False), None, ),  # 6
 )
 fix_spec(all_structs)
 del all_structs

@@ -162,9 +162,13 @@ final class Common {
     final HQueueService.Client client;
 
     Gateway(Options o) throws TTransportException, UsageError {
+      this(o, o.get("--host", "127.0.0.1"), o.intValue("--port", 9190, 0, 65535));
+    }
+
+    /** The gateway at host:port, with the transport, protocol and timeout of the options. */
+    Gateway(Options o, String host, int port) throws TTransportException, UsageError {
       int timeoutMs = 1000 * o.intValue("--timeout", 30, 1, 86400);
-      TSocket socket = new TSocket(o.get("--host", "127.0.0.1"),
-          o.intValue("--port", 9190, 0, 65535), timeoutMs);
+      TSocket socket = new TSocket(host, port, timeoutMs);
       // TSocket buffers its streams itself: that is the "buffered" transport
       TTransport t = o.has("--framed") ? new TFramedTransport(socket) : socket;
       t.open();

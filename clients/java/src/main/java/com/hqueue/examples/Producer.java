@@ -1,16 +1,24 @@
 package com.hqueue.examples;
 
+import com.hqueue.thrift.generated.IOError;
 import com.hqueue.thrift.generated.TMessage;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
+import org.apache.thrift.transport.TTransportException;
 
 /**
  * Reads messages from stdin, one per line (TOPIC&lt;tab&gt;VALUE, both hex-encoded with --hex),
  * and puts them in batches with putMessages (putMessagesWithPid with --partition). A batch is
  * acknowledged once durable; its order is kept within a partition.
+ *
+ * <p>With --partition, batches go straight to the gateway that owns the partition in a gateway
+ * cluster (getQueueLocations); when it refuses (IOError: the partition moved) or cannot be
+ * reached, the locations are asked again and the batch is sent once more. Any gateway would
+ * forward the batch to the owner: routing saves that hop.
  *
  * <pre>
  *   printf 'clicks\thttp://example.com\n' | java -cp target/hqueue-examples.jar \
@@ -60,19 +68,56 @@ public final class Producer {
     }
 
     int batches = 0;
-    try (Common.Gateway gw = new Common.Gateway(o)) {
-      for (int i = 0; i < messages.size(); i += batchSize) {
-        List<TMessage> batch = messages.subList(i, Math.min(messages.size(), i + batchSize));
-        if (partition >= 0) {
-          gw.client.putMessagesWithPid(Common.bytes(queue.getBytes(StandardCharsets.UTF_8)),
-              (short) partition, batch);
-        } else {
-          gw.client.putMessages(Common.bytes(queue.getBytes(StandardCharsets.UTF_8)), batch);
+    ByteBuffer name = Common.bytes(queue.getBytes(StandardCharsets.UTF_8));
+    try (Common.Gateway seed = new Common.Gateway(o)) {
+      Common.Gateway owner = partition >= 0 ? route(o, seed, name, partition) : null;
+      try {
+        for (int i = 0; i < messages.size(); i += batchSize) {
+          List<TMessage> batch = messages.subList(i, Math.min(messages.size(), i + batchSize));
+          if (partition < 0) {
+            seed.client.putMessages(name, batch);
+          } else {
+            try {
+              (owner != null ? owner : seed).client.putMessagesWithPid(name, (short) partition,
+                  batch);
+            } catch (IOError | TTransportException e) {
+              if (e instanceof TTransportException && owner == null) {
+                throw e; // the seed itself is gone
+              }
+              if (owner != null) {
+                owner.close();
+              }
+              owner = route(o, seed, name, partition); // the partition moved: ask, send again
+              (owner != null ? owner : seed).client.putMessagesWithPid(name, (short) partition,
+                  batch);
+            }
+          }
+          batches++;
         }
-        batches++;
+      } finally {
+        if (owner != null) {
+          owner.close();
+        }
       }
     }
     System.err.println("put " + messages.size() + " message(s) in " + batches + " batch(es)");
     return Common.EXIT_OK;
+  }
+
+  /** A connection to the partition's owner, or null when the seed gateway owns it. */
+  static Common.Gateway route(Common.Options o, Common.Gateway seed, ByteBuffer queue,
+      int partition) throws Exception {
+    List<ByteBuffer> locations = seed.client.getQueueLocations(queue);
+    if (partition >= locations.size()) {
+      return null;
+    }
+    String where = StandardCharsets.UTF_8.decode(locations.get(partition).duplicate()).toString();
+    String self = o.get("--host", "127.0.0.1") + ":" + o.get("--port", "9190");
+    int colon = where.lastIndexOf(':');
+    if (where.isEmpty() || where.equals(self) || colon < 0) {
+      return null;
+    }
+    return new Common.Gateway(o, where.substring(0, colon),
+        Integer.parseInt(where.substring(colon + 1)));
   }
 }

@@ -157,6 +157,29 @@ public class HQueueService {
     public java.util.List<TSubscriberInfo> listSubscribers(java.nio.ByteBuffer queueName) throws IOError, IllegalArgument, org.apache.thrift.TException;
 
     /**
+     * Internal: a put forwarded by another gateway of the cluster to the partition's owner. The
+     * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+     * 
+     * @param queueName
+     * @param partitionID
+     * @param tMessages
+     */
+    public void forwardMessages(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * The live gateways of the cluster (one entry, this gateway, when it runs alone).
+     */
+    public java.util.List<TGatewayInfo> listGateways() throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Moves up to maxMoves partitions between gateways to even out their put rates, keeping the
+     * partition counts balanced; returns how many partitions it moved.
+     * 
+     * @param maxMoves
+     */
+    public int balanceCluster(int maxMoves) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
      * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
      * 
      * @param queueName
@@ -263,6 +286,12 @@ public class HQueueService {
     public void deleteSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
 
     public void listSubscribers(java.nio.ByteBuffer queueName, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TSubscriberInfo>> resultHandler) throws org.apache.thrift.TException;
+
+    public void forwardMessages(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
+
+    public void listGateways(org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>> resultHandler) throws org.apache.thrift.TException;
+
+    public void balanceCluster(int maxMoves, org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> resultHandler) throws org.apache.thrift.TException;
 
     public void putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException;
 
@@ -972,6 +1001,94 @@ public class HQueueService {
         throw result.ia;
       }
       throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "listSubscribers failed: unknown result");
+    }
+
+    @Override
+    public void forwardMessages(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_forwardMessages(queueName, partitionID, tMessages);
+      recv_forwardMessages();
+    }
+
+    public void send_forwardMessages(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws org.apache.thrift.TException
+    {
+      forwardMessages_args args = new forwardMessages_args();
+      args.setQueueName(queueName);
+      args.setPartitionID(partitionID);
+      args.setTMessages(tMessages);
+      sendBase("forwardMessages", args);
+    }
+
+    public void recv_forwardMessages() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      forwardMessages_result result = new forwardMessages_result();
+      receiveBase(result, "forwardMessages");
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      return;
+    }
+
+    @Override
+    public java.util.List<TGatewayInfo> listGateways() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_listGateways();
+      return recv_listGateways();
+    }
+
+    public void send_listGateways() throws org.apache.thrift.TException
+    {
+      listGateways_args args = new listGateways_args();
+      sendBase("listGateways", args);
+    }
+
+    public java.util.List<TGatewayInfo> recv_listGateways() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      listGateways_result result = new listGateways_result();
+      receiveBase(result, "listGateways");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "listGateways failed: unknown result");
+    }
+
+    @Override
+    public int balanceCluster(int maxMoves) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_balanceCluster(maxMoves);
+      return recv_balanceCluster();
+    }
+
+    public void send_balanceCluster(int maxMoves) throws org.apache.thrift.TException
+    {
+      balanceCluster_args args = new balanceCluster_args();
+      args.setMaxMoves(maxMoves);
+      sendBase("balanceCluster", args);
+    }
+
+    public int recv_balanceCluster() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      balanceCluster_result result = new balanceCluster_result();
+      receiveBase(result, "balanceCluster");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "balanceCluster failed: unknown result");
     }
 
     @Override
@@ -2069,6 +2186,115 @@ public class HQueueService {
     }
 
     @Override
+    public void forwardMessages(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      forwardMessages_call method_call = new forwardMessages_call(queueName, partitionID, tMessages, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class forwardMessages_call extends org.apache.thrift.async.TAsyncMethodCall<Void> {
+      private java.nio.ByteBuffer queueName;
+      private short partitionID;
+      private java.util.List<TMessage> tMessages;
+      public forwardMessages_call(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.partitionID = partitionID;
+        this.tMessages = tMessages;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("forwardMessages", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        forwardMessages_args args = new forwardMessages_args();
+        args.setQueueName(queueName);
+        args.setPartitionID(partitionID);
+        args.setTMessages(tMessages);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public Void getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        (new Client(prot)).recv_forwardMessages();
+        return null;
+      }
+    }
+
+    @Override
+    public void listGateways(org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      listGateways_call method_call = new listGateways_call(resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class listGateways_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TGatewayInfo>> {
+      public listGateways_call(org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("listGateways", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        listGateways_args args = new listGateways_args();
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TGatewayInfo> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_listGateways();
+      }
+    }
+
+    @Override
+    public void balanceCluster(int maxMoves, org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      balanceCluster_call method_call = new balanceCluster_call(maxMoves, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class balanceCluster_call extends org.apache.thrift.async.TAsyncMethodCall<java.lang.Integer> {
+      private int maxMoves;
+      public balanceCluster_call(int maxMoves, org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.maxMoves = maxMoves;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("balanceCluster", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        balanceCluster_args args = new balanceCluster_args();
+        args.setMaxMoves(maxMoves);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.lang.Integer getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_balanceCluster();
+      }
+    }
+
+    @Override
     public void putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException {
       checkReady();
       putMessagesReturningIds_call method_call = new putMessagesReturningIds_call(queueName, partitionID, tMessages, resultHandler, this, ___protocolFactory, ___transport);
@@ -2358,6 +2584,9 @@ public class HQueueService {
       processMap.put("addSubscriber", new addSubscriber());
       processMap.put("deleteSubscriber", new deleteSubscriber());
       processMap.put("listSubscribers", new listSubscribers());
+      processMap.put("forwardMessages", new forwardMessages());
+      processMap.put("listGateways", new listGateways());
+      processMap.put("balanceCluster", new balanceCluster());
       processMap.put("putMessagesReturningIds", new putMessagesReturningIds());
       processMap.put("findMessagesByKey", new findMessagesByKey());
       processMap.put("resetSubscriber", new resetSubscriber());
@@ -3154,6 +3383,109 @@ public class HQueueService {
       }
     }
 
+    public static class forwardMessages<I extends Iface> extends org.apache.thrift.ProcessFunction<I, forwardMessages_args> {
+      public forwardMessages() {
+        super("forwardMessages");
+      }
+
+      @Override
+      public forwardMessages_args getEmptyArgsInstance() {
+        return new forwardMessages_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public forwardMessages_result getResult(I iface, forwardMessages_args args) throws org.apache.thrift.TException {
+        forwardMessages_result result = new forwardMessages_result();
+        try {
+          iface.forwardMessages(args.queueName, args.partitionID, args.tMessages);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class listGateways<I extends Iface> extends org.apache.thrift.ProcessFunction<I, listGateways_args> {
+      public listGateways() {
+        super("listGateways");
+      }
+
+      @Override
+      public listGateways_args getEmptyArgsInstance() {
+        return new listGateways_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public listGateways_result getResult(I iface, listGateways_args args) throws org.apache.thrift.TException {
+        listGateways_result result = new listGateways_result();
+        try {
+          result.success = iface.listGateways();
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class balanceCluster<I extends Iface> extends org.apache.thrift.ProcessFunction<I, balanceCluster_args> {
+      public balanceCluster() {
+        super("balanceCluster");
+      }
+
+      @Override
+      public balanceCluster_args getEmptyArgsInstance() {
+        return new balanceCluster_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public balanceCluster_result getResult(I iface, balanceCluster_args args) throws org.apache.thrift.TException {
+        balanceCluster_result result = new balanceCluster_result();
+        try {
+          result.success = iface.balanceCluster(args.maxMoves);
+          result.setSuccessIsSet(true);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
     public static class putMessagesReturningIds<I extends Iface> extends org.apache.thrift.ProcessFunction<I, putMessagesReturningIds_args> {
       public putMessagesReturningIds() {
         super("putMessagesReturningIds");
@@ -3395,6 +3727,9 @@ public class HQueueService {
       processMap.put("addSubscriber", new addSubscriber());
       processMap.put("deleteSubscriber", new deleteSubscriber());
       processMap.put("listSubscribers", new listSubscribers());
+      processMap.put("forwardMessages", new forwardMessages());
+      processMap.put("listGateways", new listGateways());
+      processMap.put("balanceCluster", new balanceCluster());
       processMap.put("putMessagesReturningIds", new putMessagesReturningIds());
       processMap.put("findMessagesByKey", new findMessagesByKey());
       processMap.put("resetSubscriber", new resetSubscriber());
@@ -5118,6 +5453,231 @@ public class HQueueService {
       @Override
       public void start(I iface, listSubscribers_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TSubscriberInfo>> resultHandler) throws org.apache.thrift.TException {
         iface.listSubscribers(args.queueName,resultHandler);
+      }
+    }
+
+    public static class forwardMessages<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, forwardMessages_args, Void> {
+      public forwardMessages() {
+        super("forwardMessages");
+      }
+
+      @Override
+      public forwardMessages_args getEmptyArgsInstance() {
+        return new forwardMessages_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<Void> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<Void>() { 
+          @Override
+          public void onComplete(Void o) {
+            forwardMessages_result result = new forwardMessages_result();
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            forwardMessages_result result = new forwardMessages_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, forwardMessages_args args, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+        iface.forwardMessages(args.queueName, args.partitionID, args.tMessages,resultHandler);
+      }
+    }
+
+    public static class listGateways<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, listGateways_args, java.util.List<TGatewayInfo>> {
+      public listGateways() {
+        super("listGateways");
+      }
+
+      @Override
+      public listGateways_args getEmptyArgsInstance() {
+        return new listGateways_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>>() { 
+          @Override
+          public void onComplete(java.util.List<TGatewayInfo> o) {
+            listGateways_result result = new listGateways_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            listGateways_result result = new listGateways_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, listGateways_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TGatewayInfo>> resultHandler) throws org.apache.thrift.TException {
+        iface.listGateways(resultHandler);
+      }
+    }
+
+    public static class balanceCluster<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, balanceCluster_args, java.lang.Integer> {
+      public balanceCluster() {
+        super("balanceCluster");
+      }
+
+      @Override
+      public balanceCluster_args getEmptyArgsInstance() {
+        return new balanceCluster_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer>() { 
+          @Override
+          public void onComplete(java.lang.Integer o) {
+            balanceCluster_result result = new balanceCluster_result();
+            result.success = o;
+            result.setSuccessIsSet(true);
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            balanceCluster_result result = new balanceCluster_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, balanceCluster_args args, org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> resultHandler) throws org.apache.thrift.TException {
+        iface.balanceCluster(args.maxMoves,resultHandler);
       }
     }
 
@@ -8697,14 +9257,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list76 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TMessage>(_list76.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem77;
-                  for (int _i78 = 0; _i78 < _list76.size; ++_i78)
+                  org.apache.thrift.protocol.TList _list94 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list94.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem95;
+                  for (int _i96 = 0; _i96 < _list94.size; ++_i96)
                   {
-                    _elem77 = new TMessage();
-                    _elem77.read(iprot);
-                    struct.success.add(_elem77);
+                    _elem95 = new TMessage();
+                    _elem95.read(iprot);
+                    struct.success.add(_elem95);
                   }
                   iprot.readListEnd();
                 }
@@ -8751,9 +9311,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TMessage _iter79 : struct.success)
+            for (TMessage _iter97 : struct.success)
             {
-              _iter79.write(oprot);
+              _iter97.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -8801,9 +9361,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TMessage _iter80 : struct.success)
+            for (TMessage _iter98 : struct.success)
             {
-              _iter80.write(oprot);
+              _iter98.write(oprot);
             }
           }
         }
@@ -8821,14 +9381,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list81 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TMessage>(_list81.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem82;
-            for (int _i83 = 0; _i83 < _list81.size; ++_i83)
+            org.apache.thrift.protocol.TList _list99 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list99.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem100;
+            for (int _i101 = 0; _i101 < _list99.size; ++_i101)
             {
-              _elem82 = new TMessage();
-              _elem82.read(iprot);
-              struct.success.add(_elem82);
+              _elem100 = new TMessage();
+              _elem100.read(iprot);
+              struct.success.add(_elem100);
             }
           }
           struct.setSuccessIsSet(true);
@@ -11134,14 +11694,14 @@ public class HQueueService {
             case 2: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list84 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list84.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem85;
-                  for (int _i86 = 0; _i86 < _list84.size; ++_i86)
+                  org.apache.thrift.protocol.TList _list102 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list102.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem103;
+                  for (int _i104 = 0; _i104 < _list102.size; ++_i104)
                   {
-                    _elem85 = new TMessage();
-                    _elem85.read(iprot);
-                    struct.tMessages.add(_elem85);
+                    _elem103 = new TMessage();
+                    _elem103.read(iprot);
+                    struct.tMessages.add(_elem103);
                   }
                   iprot.readListEnd();
                 }
@@ -11175,9 +11735,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter87 : struct.tMessages)
+            for (TMessage _iter105 : struct.tMessages)
             {
-              _iter87.write(oprot);
+              _iter105.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -11215,9 +11775,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter88 : struct.tMessages)
+            for (TMessage _iter106 : struct.tMessages)
             {
-              _iter88.write(oprot);
+              _iter106.write(oprot);
             }
           }
         }
@@ -11233,14 +11793,14 @@ public class HQueueService {
         }
         if (incoming.get(1)) {
           {
-            org.apache.thrift.protocol.TList _list89 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list89.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem90;
-            for (int _i91 = 0; _i91 < _list89.size; ++_i91)
+            org.apache.thrift.protocol.TList _list107 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list107.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem108;
+            for (int _i109 = 0; _i109 < _list107.size; ++_i109)
             {
-              _elem90 = new TMessage();
-              _elem90.read(iprot);
-              struct.tMessages.add(_elem90);
+              _elem108 = new TMessage();
+              _elem108.read(iprot);
+              struct.tMessages.add(_elem108);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -13349,14 +13909,14 @@ public class HQueueService {
             case 3: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list92 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list92.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem93;
-                  for (int _i94 = 0; _i94 < _list92.size; ++_i94)
+                  org.apache.thrift.protocol.TList _list110 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list110.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem111;
+                  for (int _i112 = 0; _i112 < _list110.size; ++_i112)
                   {
-                    _elem93 = new TMessage();
-                    _elem93.read(iprot);
-                    struct.tMessages.add(_elem93);
+                    _elem111 = new TMessage();
+                    _elem111.read(iprot);
+                    struct.tMessages.add(_elem111);
                   }
                   iprot.readListEnd();
                 }
@@ -13393,9 +13953,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter95 : struct.tMessages)
+            for (TMessage _iter113 : struct.tMessages)
             {
-              _iter95.write(oprot);
+              _iter113.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -13439,9 +13999,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter96 : struct.tMessages)
+            for (TMessage _iter114 : struct.tMessages)
             {
-              _iter96.write(oprot);
+              _iter114.write(oprot);
             }
           }
         }
@@ -13461,14 +14021,14 @@ public class HQueueService {
         }
         if (incoming.get(2)) {
           {
-            org.apache.thrift.protocol.TList _list97 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list97.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem98;
-            for (int _i99 = 0; _i99 < _list97.size; ++_i99)
+            org.apache.thrift.protocol.TList _list115 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list115.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem116;
+            for (int _i117 = 0; _i117 < _list115.size; ++_i117)
             {
-              _elem98 = new TMessage();
-              _elem98.read(iprot);
-              struct.tMessages.add(_elem98);
+              _elem116 = new TMessage();
+              _elem116.read(iprot);
+              struct.tMessages.add(_elem116);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -14853,13 +15413,13 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list100 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list100.size);
-                  @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem101;
-                  for (int _i102 = 0; _i102 < _list100.size; ++_i102)
+                  org.apache.thrift.protocol.TList _list118 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list118.size);
+                  @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem119;
+                  for (int _i120 = 0; _i120 < _list118.size; ++_i120)
                   {
-                    _elem101 = iprot.readBinary();
-                    struct.success.add(_elem101);
+                    _elem119 = iprot.readBinary();
+                    struct.success.add(_elem119);
                   }
                   iprot.readListEnd();
                 }
@@ -14906,9 +15466,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRING, struct.success.size()));
-            for (java.nio.ByteBuffer _iter103 : struct.success)
+            for (java.nio.ByteBuffer _iter121 : struct.success)
             {
-              oprot.writeBinary(_iter103);
+              oprot.writeBinary(_iter121);
             }
             oprot.writeListEnd();
           }
@@ -14956,9 +15516,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (java.nio.ByteBuffer _iter104 : struct.success)
+            for (java.nio.ByteBuffer _iter122 : struct.success)
             {
-              oprot.writeBinary(_iter104);
+              oprot.writeBinary(_iter122);
             }
           }
         }
@@ -14976,13 +15536,13 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list105 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
-            struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list105.size);
-            @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem106;
-            for (int _i107 = 0; _i107 < _list105.size; ++_i107)
+            org.apache.thrift.protocol.TList _list123 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
+            struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list123.size);
+            @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem124;
+            for (int _i125 = 0; _i125 < _list123.size; ++_i125)
             {
-              _elem106 = iprot.readBinary();
-              struct.success.add(_elem106);
+              _elem124 = iprot.readBinary();
+              struct.success.add(_elem124);
             }
           }
           struct.setSuccessIsSet(true);
@@ -16611,13 +17171,13 @@ public class HQueueService {
             case 2: // PARTITION_IDS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list108 = iprot.readListBegin();
-                  struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list108.size);
-                  short _elem109;
-                  for (int _i110 = 0; _i110 < _list108.size; ++_i110)
+                  org.apache.thrift.protocol.TList _list126 = iprot.readListBegin();
+                  struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list126.size);
+                  short _elem127;
+                  for (int _i128 = 0; _i128 < _list126.size; ++_i128)
                   {
-                    _elem109 = iprot.readI16();
-                    struct.partitionIDs.add(_elem109);
+                    _elem127 = iprot.readI16();
+                    struct.partitionIDs.add(_elem127);
                   }
                   iprot.readListEnd();
                 }
@@ -16660,9 +17220,9 @@ public class HQueueService {
           oprot.writeFieldBegin(PARTITION_IDS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.I16, struct.partitionIDs.size()));
-            for (short _iter111 : struct.partitionIDs)
+            for (short _iter129 : struct.partitionIDs)
             {
-              oprot.writeI16(_iter111);
+              oprot.writeI16(_iter129);
             }
             oprot.writeListEnd();
           }
@@ -16708,9 +17268,9 @@ public class HQueueService {
         if (struct.isSetPartitionIDs()) {
           {
             oprot.writeI32(struct.partitionIDs.size());
-            for (short _iter112 : struct.partitionIDs)
+            for (short _iter130 : struct.partitionIDs)
             {
-              oprot.writeI16(_iter112);
+              oprot.writeI16(_iter130);
             }
           }
         }
@@ -16729,13 +17289,13 @@ public class HQueueService {
         }
         if (incoming.get(1)) {
           {
-            org.apache.thrift.protocol.TList _list113 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
-            struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list113.size);
-            short _elem114;
-            for (int _i115 = 0; _i115 < _list113.size; ++_i115)
+            org.apache.thrift.protocol.TList _list131 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
+            struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list131.size);
+            short _elem132;
+            for (int _i133 = 0; _i133 < _list131.size; ++_i133)
             {
-              _elem114 = iprot.readI16();
-              struct.partitionIDs.add(_elem114);
+              _elem132 = iprot.readI16();
+              struct.partitionIDs.add(_elem132);
             }
           }
           struct.setPartitionIDsIsSet(true);
@@ -17938,15 +18498,15 @@ public class HQueueService {
             case 4: // CONFIG
               if (schemeField.type == org.apache.thrift.protocol.TType.MAP) {
                 {
-                  org.apache.thrift.protocol.TMap _map116 = iprot.readMapBegin();
-                  struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map116.size);
-                  @org.apache.thrift.annotation.Nullable java.lang.String _key117;
-                  @org.apache.thrift.annotation.Nullable java.lang.String _val118;
-                  for (int _i119 = 0; _i119 < _map116.size; ++_i119)
+                  org.apache.thrift.protocol.TMap _map134 = iprot.readMapBegin();
+                  struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map134.size);
+                  @org.apache.thrift.annotation.Nullable java.lang.String _key135;
+                  @org.apache.thrift.annotation.Nullable java.lang.String _val136;
+                  for (int _i137 = 0; _i137 < _map134.size; ++_i137)
                   {
-                    _key117 = iprot.readString();
-                    _val118 = iprot.readString();
-                    struct.config.put(_key117, _val118);
+                    _key135 = iprot.readString();
+                    _val136 = iprot.readString();
+                    struct.config.put(_key135, _val136);
                   }
                   iprot.readMapEnd();
                 }
@@ -17986,10 +18546,10 @@ public class HQueueService {
           oprot.writeFieldBegin(CONFIG_FIELD_DESC);
           {
             oprot.writeMapBegin(new org.apache.thrift.protocol.TMap(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING, struct.config.size()));
-            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter120 : struct.config.entrySet())
+            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter138 : struct.config.entrySet())
             {
-              oprot.writeString(_iter120.getKey());
-              oprot.writeString(_iter120.getValue());
+              oprot.writeString(_iter138.getKey());
+              oprot.writeString(_iter138.getValue());
             }
             oprot.writeMapEnd();
           }
@@ -18039,10 +18599,10 @@ public class HQueueService {
         if (struct.isSetConfig()) {
           {
             oprot.writeI32(struct.config.size());
-            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter121 : struct.config.entrySet())
+            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter139 : struct.config.entrySet())
             {
-              oprot.writeString(_iter121.getKey());
-              oprot.writeString(_iter121.getValue());
+              oprot.writeString(_iter139.getKey());
+              oprot.writeString(_iter139.getValue());
             }
           }
         }
@@ -18066,15 +18626,15 @@ public class HQueueService {
         }
         if (incoming.get(3)) {
           {
-            org.apache.thrift.protocol.TMap _map122 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
-            struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map122.size);
-            @org.apache.thrift.annotation.Nullable java.lang.String _key123;
-            @org.apache.thrift.annotation.Nullable java.lang.String _val124;
-            for (int _i125 = 0; _i125 < _map122.size; ++_i125)
+            org.apache.thrift.protocol.TMap _map140 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
+            struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map140.size);
+            @org.apache.thrift.annotation.Nullable java.lang.String _key141;
+            @org.apache.thrift.annotation.Nullable java.lang.String _val142;
+            for (int _i143 = 0; _i143 < _map140.size; ++_i143)
             {
-              _key123 = iprot.readString();
-              _val124 = iprot.readString();
-              struct.config.put(_key123, _val124);
+              _key141 = iprot.readString();
+              _val142 = iprot.readString();
+              struct.config.put(_key141, _val142);
             }
           }
           struct.setConfigIsSet(true);
@@ -22849,14 +23409,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list126 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TQueueInfo>(_list126.size);
-                  @org.apache.thrift.annotation.Nullable TQueueInfo _elem127;
-                  for (int _i128 = 0; _i128 < _list126.size; ++_i128)
+                  org.apache.thrift.protocol.TList _list144 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TQueueInfo>(_list144.size);
+                  @org.apache.thrift.annotation.Nullable TQueueInfo _elem145;
+                  for (int _i146 = 0; _i146 < _list144.size; ++_i146)
                   {
-                    _elem127 = new TQueueInfo();
-                    _elem127.read(iprot);
-                    struct.success.add(_elem127);
+                    _elem145 = new TQueueInfo();
+                    _elem145.read(iprot);
+                    struct.success.add(_elem145);
                   }
                   iprot.readListEnd();
                 }
@@ -22903,9 +23463,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TQueueInfo _iter129 : struct.success)
+            for (TQueueInfo _iter147 : struct.success)
             {
-              _iter129.write(oprot);
+              _iter147.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -22953,9 +23513,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TQueueInfo _iter130 : struct.success)
+            for (TQueueInfo _iter148 : struct.success)
             {
-              _iter130.write(oprot);
+              _iter148.write(oprot);
             }
           }
         }
@@ -22973,14 +23533,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list131 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TQueueInfo>(_list131.size);
-            @org.apache.thrift.annotation.Nullable TQueueInfo _elem132;
-            for (int _i133 = 0; _i133 < _list131.size; ++_i133)
+            org.apache.thrift.protocol.TList _list149 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TQueueInfo>(_list149.size);
+            @org.apache.thrift.annotation.Nullable TQueueInfo _elem150;
+            for (int _i151 = 0; _i151 < _list149.size; ++_i151)
             {
-              _elem132 = new TQueueInfo();
-              _elem132.read(iprot);
-              struct.success.add(_elem132);
+              _elem150 = new TQueueInfo();
+              _elem150.read(iprot);
+              struct.success.add(_elem150);
             }
           }
           struct.setSuccessIsSet(true);
@@ -29479,14 +30039,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list134 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TSubscriberInfo>(_list134.size);
-                  @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem135;
-                  for (int _i136 = 0; _i136 < _list134.size; ++_i136)
+                  org.apache.thrift.protocol.TList _list152 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TSubscriberInfo>(_list152.size);
+                  @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem153;
+                  for (int _i154 = 0; _i154 < _list152.size; ++_i154)
                   {
-                    _elem135 = new TSubscriberInfo();
-                    _elem135.read(iprot);
-                    struct.success.add(_elem135);
+                    _elem153 = new TSubscriberInfo();
+                    _elem153.read(iprot);
+                    struct.success.add(_elem153);
                   }
                   iprot.readListEnd();
                 }
@@ -29533,9 +30093,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TSubscriberInfo _iter137 : struct.success)
+            for (TSubscriberInfo _iter155 : struct.success)
             {
-              _iter137.write(oprot);
+              _iter155.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -29583,9 +30143,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TSubscriberInfo _iter138 : struct.success)
+            for (TSubscriberInfo _iter156 : struct.success)
             {
-              _iter138.write(oprot);
+              _iter156.write(oprot);
             }
           }
         }
@@ -29603,16 +30163,3031 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list139 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TSubscriberInfo>(_list139.size);
-            @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem140;
-            for (int _i141 = 0; _i141 < _list139.size; ++_i141)
+            org.apache.thrift.protocol.TList _list157 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TSubscriberInfo>(_list157.size);
+            @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem158;
+            for (int _i159 = 0; _i159 < _list157.size; ++_i159)
             {
-              _elem140 = new TSubscriberInfo();
-              _elem140.read(iprot);
-              struct.success.add(_elem140);
+              _elem158 = new TSubscriberInfo();
+              _elem158.read(iprot);
+              struct.success.add(_elem158);
             }
           }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardMessages_args implements org.apache.thrift.TBase<forwardMessages_args, forwardMessages_args._Fields>, java.io.Serializable, Cloneable, Comparable<forwardMessages_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardMessages_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField PARTITION_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("partitionID", org.apache.thrift.protocol.TType.I16, (short)2);
+    private static final org.apache.thrift.protocol.TField T_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("tMessages", org.apache.thrift.protocol.TType.LIST, (short)3);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardMessages_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardMessages_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public short partitionID; // required
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      PARTITION_ID((short)2, "partitionID"),
+      T_MESSAGES((short)3, "tMessages");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // PARTITION_ID
+            return PARTITION_ID;
+          case 3: // T_MESSAGES
+            return T_MESSAGES;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __PARTITIONID_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.PARTITION_ID, new org.apache.thrift.meta_data.FieldMetaData("partitionID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I16)));
+      tmpMap.put(_Fields.T_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("tMessages", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardMessages_args.class, metaDataMap);
+    }
+
+    public forwardMessages_args() {
+    }
+
+    public forwardMessages_args(
+      java.nio.ByteBuffer queueName,
+      short partitionID,
+      java.util.List<TMessage> tMessages)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      this.tMessages = tMessages;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardMessages_args(forwardMessages_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      this.partitionID = other.partitionID;
+      if (other.isSetTMessages()) {
+        java.util.List<TMessage> __this__tMessages = new java.util.ArrayList<TMessage>(other.tMessages.size());
+        for (TMessage other_element : other.tMessages) {
+          __this__tMessages.add(new TMessage(other_element));
+        }
+        this.tMessages = __this__tMessages;
+      }
+    }
+
+    @Override
+    public forwardMessages_args deepCopy() {
+      return new forwardMessages_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      setPartitionIDIsSet(false);
+      this.partitionID = 0;
+      this.tMessages = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public forwardMessages_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public forwardMessages_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public short getPartitionID() {
+      return this.partitionID;
+    }
+
+    public forwardMessages_args setPartitionID(short partitionID) {
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      return this;
+    }
+
+    public void unsetPartitionID() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    /** Returns true if field partitionID is set (has been assigned a value) and false otherwise */
+    public boolean isSetPartitionID() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    public void setPartitionIDIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __PARTITIONID_ISSET_ID, value);
+    }
+
+    public int getTMessagesSize() {
+      return (this.tMessages == null) ? 0 : this.tMessages.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getTMessagesIterator() {
+      return (this.tMessages == null) ? null : this.tMessages.iterator();
+    }
+
+    public void addToTMessages(TMessage elem) {
+      if (this.tMessages == null) {
+        this.tMessages = new java.util.ArrayList<TMessage>();
+      }
+      this.tMessages.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getTMessages() {
+      return this.tMessages;
+    }
+
+    public forwardMessages_args setTMessages(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages) {
+      this.tMessages = tMessages;
+      return this;
+    }
+
+    public void unsetTMessages() {
+      this.tMessages = null;
+    }
+
+    /** Returns true if field tMessages is set (has been assigned a value) and false otherwise */
+    public boolean isSetTMessages() {
+      return this.tMessages != null;
+    }
+
+    public void setTMessagesIsSet(boolean value) {
+      if (!value) {
+        this.tMessages = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case PARTITION_ID:
+        if (value == null) {
+          unsetPartitionID();
+        } else {
+          setPartitionID((java.lang.Short)value);
+        }
+        break;
+
+      case T_MESSAGES:
+        if (value == null) {
+          unsetTMessages();
+        } else {
+          setTMessages((java.util.List<TMessage>)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case PARTITION_ID:
+        return getPartitionID();
+
+      case T_MESSAGES:
+        return getTMessages();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case PARTITION_ID:
+        return isSetPartitionID();
+      case T_MESSAGES:
+        return isSetTMessages();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardMessages_args)
+        return this.equals((forwardMessages_args)that);
+      return false;
+    }
+
+    public boolean equals(forwardMessages_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_partitionID = true;
+      boolean that_present_partitionID = true;
+      if (this_present_partitionID || that_present_partitionID) {
+        if (!(this_present_partitionID && that_present_partitionID))
+          return false;
+        if (this.partitionID != that.partitionID)
+          return false;
+      }
+
+      boolean this_present_tMessages = true && this.isSetTMessages();
+      boolean that_present_tMessages = true && that.isSetTMessages();
+      if (this_present_tMessages || that_present_tMessages) {
+        if (!(this_present_tMessages && that_present_tMessages))
+          return false;
+        if (!this.tMessages.equals(that.tMessages))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + partitionID;
+
+      hashCode = hashCode * 8191 + ((isSetTMessages()) ? 131071 : 524287);
+      if (isSetTMessages())
+        hashCode = hashCode * 8191 + tMessages.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardMessages_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetPartitionID(), other.isSetPartitionID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetPartitionID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.partitionID, other.partitionID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetTMessages(), other.isSetTMessages());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetTMessages()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.tMessages, other.tMessages);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardMessages_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("partitionID:");
+      sb.append(this.partitionID);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("tMessages:");
+      if (this.tMessages == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.tMessages);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardMessages_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessages_argsStandardScheme getScheme() {
+        return new forwardMessages_argsStandardScheme();
+      }
+    }
+
+    private static class forwardMessages_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardMessages_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // PARTITION_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.I16) {
+                struct.partitionID = iprot.readI16();
+                struct.setPartitionIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // T_MESSAGES
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list160 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list160.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem161;
+                  for (int _i162 = 0; _i162 < _list160.size; ++_i162)
+                  {
+                    _elem161 = new TMessage();
+                    _elem161.read(iprot);
+                    struct.tMessages.add(_elem161);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setTMessagesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardMessages_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(PARTITION_ID_FIELD_DESC);
+        oprot.writeI16(struct.partitionID);
+        oprot.writeFieldEnd();
+        if (struct.tMessages != null) {
+          oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
+            for (TMessage _iter163 : struct.tMessages)
+            {
+              _iter163.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardMessages_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessages_argsTupleScheme getScheme() {
+        return new forwardMessages_argsTupleScheme();
+      }
+    }
+
+    private static class forwardMessages_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardMessages_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetPartitionID()) {
+          optionals.set(1);
+        }
+        if (struct.isSetTMessages()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetPartitionID()) {
+          oprot.writeI16(struct.partitionID);
+        }
+        if (struct.isSetTMessages()) {
+          {
+            oprot.writeI32(struct.tMessages.size());
+            for (TMessage _iter164 : struct.tMessages)
+            {
+              _iter164.write(oprot);
+            }
+          }
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.partitionID = iprot.readI16();
+          struct.setPartitionIDIsSet(true);
+        }
+        if (incoming.get(2)) {
+          {
+            org.apache.thrift.protocol.TList _list165 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list165.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem166;
+            for (int _i167 = 0; _i167 < _list165.size; ++_i167)
+            {
+              _elem166 = new TMessage();
+              _elem166.read(iprot);
+              struct.tMessages.add(_elem166);
+            }
+          }
+          struct.setTMessagesIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardMessages_result implements org.apache.thrift.TBase<forwardMessages_result, forwardMessages_result._Fields>, java.io.Serializable, Cloneable, Comparable<forwardMessages_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardMessages_result");
+
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardMessages_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardMessages_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardMessages_result.class, metaDataMap);
+    }
+
+    public forwardMessages_result() {
+    }
+
+    public forwardMessages_result(
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardMessages_result(forwardMessages_result other) {
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public forwardMessages_result deepCopy() {
+      return new forwardMessages_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.io = null;
+      this.ia = null;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public forwardMessages_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public forwardMessages_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardMessages_result)
+        return this.equals((forwardMessages_result)that);
+      return false;
+    }
+
+    public boolean equals(forwardMessages_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardMessages_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardMessages_result(");
+      boolean first = true;
+
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardMessages_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessages_resultStandardScheme getScheme() {
+        return new forwardMessages_resultStandardScheme();
+      }
+    }
+
+    private static class forwardMessages_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardMessages_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardMessages_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardMessages_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessages_resultTupleScheme getScheme() {
+        return new forwardMessages_resultTupleScheme();
+      }
+    }
+
+    private static class forwardMessages_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardMessages_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetIo()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(1);
+        }
+        oprot.writeBitSet(optionals, 2);
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(2);
+        if (incoming.get(0)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class listGateways_args implements org.apache.thrift.TBase<listGateways_args, listGateways_args._Fields>, java.io.Serializable, Cloneable, Comparable<listGateways_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("listGateways_args");
+
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new listGateways_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new listGateways_argsTupleSchemeFactory();
+
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+;
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(listGateways_args.class, metaDataMap);
+    }
+
+    public listGateways_args() {
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public listGateways_args(listGateways_args other) {
+    }
+
+    @Override
+    public listGateways_args deepCopy() {
+      return new listGateways_args(this);
+    }
+
+    @Override
+    public void clear() {
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof listGateways_args)
+        return this.equals((listGateways_args)that);
+      return false;
+    }
+
+    public boolean equals(listGateways_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(listGateways_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("listGateways_args(");
+      boolean first = true;
+
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class listGateways_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public listGateways_argsStandardScheme getScheme() {
+        return new listGateways_argsStandardScheme();
+      }
+    }
+
+    private static class listGateways_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<listGateways_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, listGateways_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, listGateways_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class listGateways_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public listGateways_argsTupleScheme getScheme() {
+        return new listGateways_argsTupleScheme();
+      }
+    }
+
+    private static class listGateways_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<listGateways_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, listGateways_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, listGateways_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class listGateways_result implements org.apache.thrift.TBase<listGateways_result, listGateways_result._Fields>, java.io.Serializable, Cloneable, Comparable<listGateways_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("listGateways_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new listGateways_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new listGateways_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TGatewayInfo> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TGatewayInfo.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(listGateways_result.class, metaDataMap);
+    }
+
+    public listGateways_result() {
+    }
+
+    public listGateways_result(
+      java.util.List<TGatewayInfo> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public listGateways_result(listGateways_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TGatewayInfo> __this__success = new java.util.ArrayList<TGatewayInfo>(other.success.size());
+        for (TGatewayInfo other_element : other.success) {
+          __this__success.add(new TGatewayInfo(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public listGateways_result deepCopy() {
+      return new listGateways_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TGatewayInfo> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TGatewayInfo elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TGatewayInfo>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TGatewayInfo> getSuccess() {
+      return this.success;
+    }
+
+    public listGateways_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TGatewayInfo> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public listGateways_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public listGateways_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TGatewayInfo>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof listGateways_result)
+        return this.equals((listGateways_result)that);
+      return false;
+    }
+
+    public boolean equals(listGateways_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(listGateways_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("listGateways_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class listGateways_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public listGateways_resultStandardScheme getScheme() {
+        return new listGateways_resultStandardScheme();
+      }
+    }
+
+    private static class listGateways_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<listGateways_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, listGateways_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list168 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TGatewayInfo>(_list168.size);
+                  @org.apache.thrift.annotation.Nullable TGatewayInfo _elem169;
+                  for (int _i170 = 0; _i170 < _list168.size; ++_i170)
+                  {
+                    _elem169 = new TGatewayInfo();
+                    _elem169.read(iprot);
+                    struct.success.add(_elem169);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, listGateways_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TGatewayInfo _iter171 : struct.success)
+            {
+              _iter171.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class listGateways_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public listGateways_resultTupleScheme getScheme() {
+        return new listGateways_resultTupleScheme();
+      }
+    }
+
+    private static class listGateways_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<listGateways_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, listGateways_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TGatewayInfo _iter172 : struct.success)
+            {
+              _iter172.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, listGateways_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list173 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TGatewayInfo>(_list173.size);
+            @org.apache.thrift.annotation.Nullable TGatewayInfo _elem174;
+            for (int _i175 = 0; _i175 < _list173.size; ++_i175)
+            {
+              _elem174 = new TGatewayInfo();
+              _elem174.read(iprot);
+              struct.success.add(_elem174);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class balanceCluster_args implements org.apache.thrift.TBase<balanceCluster_args, balanceCluster_args._Fields>, java.io.Serializable, Cloneable, Comparable<balanceCluster_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("balanceCluster_args");
+
+    private static final org.apache.thrift.protocol.TField MAX_MOVES_FIELD_DESC = new org.apache.thrift.protocol.TField("maxMoves", org.apache.thrift.protocol.TType.I32, (short)1);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new balanceCluster_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new balanceCluster_argsTupleSchemeFactory();
+
+    public int maxMoves; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      MAX_MOVES((short)1, "maxMoves");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // MAX_MOVES
+            return MAX_MOVES;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __MAXMOVES_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.MAX_MOVES, new org.apache.thrift.meta_data.FieldMetaData("maxMoves", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(balanceCluster_args.class, metaDataMap);
+    }
+
+    public balanceCluster_args() {
+    }
+
+    public balanceCluster_args(
+      int maxMoves)
+    {
+      this();
+      this.maxMoves = maxMoves;
+      setMaxMovesIsSet(true);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public balanceCluster_args(balanceCluster_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      this.maxMoves = other.maxMoves;
+    }
+
+    @Override
+    public balanceCluster_args deepCopy() {
+      return new balanceCluster_args(this);
+    }
+
+    @Override
+    public void clear() {
+      setMaxMovesIsSet(false);
+      this.maxMoves = 0;
+    }
+
+    public int getMaxMoves() {
+      return this.maxMoves;
+    }
+
+    public balanceCluster_args setMaxMoves(int maxMoves) {
+      this.maxMoves = maxMoves;
+      setMaxMovesIsSet(true);
+      return this;
+    }
+
+    public void unsetMaxMoves() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXMOVES_ISSET_ID);
+    }
+
+    /** Returns true if field maxMoves is set (has been assigned a value) and false otherwise */
+    public boolean isSetMaxMoves() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXMOVES_ISSET_ID);
+    }
+
+    public void setMaxMovesIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXMOVES_ISSET_ID, value);
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case MAX_MOVES:
+        if (value == null) {
+          unsetMaxMoves();
+        } else {
+          setMaxMoves((java.lang.Integer)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case MAX_MOVES:
+        return getMaxMoves();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case MAX_MOVES:
+        return isSetMaxMoves();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof balanceCluster_args)
+        return this.equals((balanceCluster_args)that);
+      return false;
+    }
+
+    public boolean equals(balanceCluster_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_maxMoves = true;
+      boolean that_present_maxMoves = true;
+      if (this_present_maxMoves || that_present_maxMoves) {
+        if (!(this_present_maxMoves && that_present_maxMoves))
+          return false;
+        if (this.maxMoves != that.maxMoves)
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + maxMoves;
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(balanceCluster_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetMaxMoves(), other.isSetMaxMoves());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMaxMoves()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxMoves, other.maxMoves);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("balanceCluster_args(");
+      boolean first = true;
+
+      sb.append("maxMoves:");
+      sb.append(this.maxMoves);
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class balanceCluster_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public balanceCluster_argsStandardScheme getScheme() {
+        return new balanceCluster_argsStandardScheme();
+      }
+    }
+
+    private static class balanceCluster_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<balanceCluster_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, balanceCluster_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // MAX_MOVES
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.maxMoves = iprot.readI32();
+                struct.setMaxMovesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, balanceCluster_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        oprot.writeFieldBegin(MAX_MOVES_FIELD_DESC);
+        oprot.writeI32(struct.maxMoves);
+        oprot.writeFieldEnd();
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class balanceCluster_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public balanceCluster_argsTupleScheme getScheme() {
+        return new balanceCluster_argsTupleScheme();
+      }
+    }
+
+    private static class balanceCluster_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<balanceCluster_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, balanceCluster_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetMaxMoves()) {
+          optionals.set(0);
+        }
+        oprot.writeBitSet(optionals, 1);
+        if (struct.isSetMaxMoves()) {
+          oprot.writeI32(struct.maxMoves);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, balanceCluster_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(1);
+        if (incoming.get(0)) {
+          struct.maxMoves = iprot.readI32();
+          struct.setMaxMovesIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class balanceCluster_result implements org.apache.thrift.TBase<balanceCluster_result, balanceCluster_result._Fields>, java.io.Serializable, Cloneable, Comparable<balanceCluster_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("balanceCluster_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.I32, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new balanceCluster_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new balanceCluster_resultTupleSchemeFactory();
+
+    public int success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __SUCCESS_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(balanceCluster_result.class, metaDataMap);
+    }
+
+    public balanceCluster_result() {
+    }
+
+    public balanceCluster_result(
+      int success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      setSuccessIsSet(true);
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public balanceCluster_result(balanceCluster_result other) {
+      __isset_bitfield = other.__isset_bitfield;
+      this.success = other.success;
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public balanceCluster_result deepCopy() {
+      return new balanceCluster_result(this);
+    }
+
+    @Override
+    public void clear() {
+      setSuccessIsSet(false);
+      this.success = 0;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccess() {
+      return this.success;
+    }
+
+    public balanceCluster_result setSuccess(int success) {
+      this.success = success;
+      setSuccessIsSet(true);
+      return this;
+    }
+
+    public void unsetSuccess() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __SUCCESS_ISSET_ID);
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __SUCCESS_ISSET_ID);
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __SUCCESS_ISSET_ID, value);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public balanceCluster_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public balanceCluster_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.lang.Integer)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof balanceCluster_result)
+        return this.equals((balanceCluster_result)that);
+      return false;
+    }
+
+    public boolean equals(balanceCluster_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true;
+      boolean that_present_success = true;
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (this.success != that.success)
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + success;
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(balanceCluster_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("balanceCluster_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      sb.append(this.success);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class balanceCluster_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public balanceCluster_resultStandardScheme getScheme() {
+        return new balanceCluster_resultStandardScheme();
+      }
+    }
+
+    private static class balanceCluster_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<balanceCluster_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, balanceCluster_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.success = iprot.readI32();
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, balanceCluster_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.isSetSuccess()) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          oprot.writeI32(struct.success);
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class balanceCluster_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public balanceCluster_resultTupleScheme getScheme() {
+        return new balanceCluster_resultTupleScheme();
+      }
+    }
+
+    private static class balanceCluster_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<balanceCluster_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, balanceCluster_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          oprot.writeI32(struct.success);
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, balanceCluster_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.success = iprot.readI32();
           struct.setSuccessIsSet(true);
         }
         if (incoming.get(1)) {
@@ -30153,14 +33728,14 @@ public class HQueueService {
             case 3: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list142 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list142.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem143;
-                  for (int _i144 = 0; _i144 < _list142.size; ++_i144)
+                  org.apache.thrift.protocol.TList _list176 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list176.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem177;
+                  for (int _i178 = 0; _i178 < _list176.size; ++_i178)
                   {
-                    _elem143 = new TMessage();
-                    _elem143.read(iprot);
-                    struct.tMessages.add(_elem143);
+                    _elem177 = new TMessage();
+                    _elem177.read(iprot);
+                    struct.tMessages.add(_elem177);
                   }
                   iprot.readListEnd();
                 }
@@ -30197,9 +33772,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter145 : struct.tMessages)
+            for (TMessage _iter179 : struct.tMessages)
             {
-              _iter145.write(oprot);
+              _iter179.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -30243,9 +33818,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter146 : struct.tMessages)
+            for (TMessage _iter180 : struct.tMessages)
             {
-              _iter146.write(oprot);
+              _iter180.write(oprot);
             }
           }
         }
@@ -30265,14 +33840,14 @@ public class HQueueService {
         }
         if (incoming.get(2)) {
           {
-            org.apache.thrift.protocol.TList _list147 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list147.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem148;
-            for (int _i149 = 0; _i149 < _list147.size; ++_i149)
+            org.apache.thrift.protocol.TList _list181 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list181.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem182;
+            for (int _i183 = 0; _i183 < _list181.size; ++_i183)
             {
-              _elem148 = new TMessage();
-              _elem148.read(iprot);
-              struct.tMessages.add(_elem148);
+              _elem182 = new TMessage();
+              _elem182.read(iprot);
+              struct.tMessages.add(_elem182);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -30778,14 +34353,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list150 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TMessageID>(_list150.size);
-                  @org.apache.thrift.annotation.Nullable TMessageID _elem151;
-                  for (int _i152 = 0; _i152 < _list150.size; ++_i152)
+                  org.apache.thrift.protocol.TList _list184 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessageID>(_list184.size);
+                  @org.apache.thrift.annotation.Nullable TMessageID _elem185;
+                  for (int _i186 = 0; _i186 < _list184.size; ++_i186)
                   {
-                    _elem151 = new TMessageID();
-                    _elem151.read(iprot);
-                    struct.success.add(_elem151);
+                    _elem185 = new TMessageID();
+                    _elem185.read(iprot);
+                    struct.success.add(_elem185);
                   }
                   iprot.readListEnd();
                 }
@@ -30832,9 +34407,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TMessageID _iter153 : struct.success)
+            for (TMessageID _iter187 : struct.success)
             {
-              _iter153.write(oprot);
+              _iter187.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -30882,9 +34457,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TMessageID _iter154 : struct.success)
+            for (TMessageID _iter188 : struct.success)
             {
-              _iter154.write(oprot);
+              _iter188.write(oprot);
             }
           }
         }
@@ -30902,14 +34477,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list155 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TMessageID>(_list155.size);
-            @org.apache.thrift.annotation.Nullable TMessageID _elem156;
-            for (int _i157 = 0; _i157 < _list155.size; ++_i157)
+            org.apache.thrift.protocol.TList _list189 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessageID>(_list189.size);
+            @org.apache.thrift.annotation.Nullable TMessageID _elem190;
+            for (int _i191 = 0; _i191 < _list189.size; ++_i191)
             {
-              _elem156 = new TMessageID();
-              _elem156.read(iprot);
-              struct.success.add(_elem156);
+              _elem190 = new TMessageID();
+              _elem190.read(iprot);
+              struct.success.add(_elem190);
             }
           }
           struct.setSuccessIsSet(true);
@@ -32035,14 +35610,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list158 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TMessage>(_list158.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem159;
-                  for (int _i160 = 0; _i160 < _list158.size; ++_i160)
+                  org.apache.thrift.protocol.TList _list192 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list192.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem193;
+                  for (int _i194 = 0; _i194 < _list192.size; ++_i194)
                   {
-                    _elem159 = new TMessage();
-                    _elem159.read(iprot);
-                    struct.success.add(_elem159);
+                    _elem193 = new TMessage();
+                    _elem193.read(iprot);
+                    struct.success.add(_elem193);
                   }
                   iprot.readListEnd();
                 }
@@ -32089,9 +35664,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TMessage _iter161 : struct.success)
+            for (TMessage _iter195 : struct.success)
             {
-              _iter161.write(oprot);
+              _iter195.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -32139,9 +35714,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TMessage _iter162 : struct.success)
+            for (TMessage _iter196 : struct.success)
             {
-              _iter162.write(oprot);
+              _iter196.write(oprot);
             }
           }
         }
@@ -32159,14 +35734,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list163 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TMessage>(_list163.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem164;
-            for (int _i165 = 0; _i165 < _list163.size; ++_i165)
+            org.apache.thrift.protocol.TList _list197 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list197.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem198;
+            for (int _i199 = 0; _i199 < _list197.size; ++_i199)
             {
-              _elem164 = new TMessage();
-              _elem164.read(iprot);
-              struct.success.add(_elem164);
+              _elem198 = new TMessage();
+              _elem198.read(iprot);
+              struct.success.add(_elem198);
             }
           }
           struct.setSuccessIsSet(true);
@@ -34603,14 +38178,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list166 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TMessage>(_list166.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem167;
-                  for (int _i168 = 0; _i168 < _list166.size; ++_i168)
+                  org.apache.thrift.protocol.TList _list200 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list200.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem201;
+                  for (int _i202 = 0; _i202 < _list200.size; ++_i202)
                   {
-                    _elem167 = new TMessage();
-                    _elem167.read(iprot);
-                    struct.success.add(_elem167);
+                    _elem201 = new TMessage();
+                    _elem201.read(iprot);
+                    struct.success.add(_elem201);
                   }
                   iprot.readListEnd();
                 }
@@ -34657,9 +38232,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TMessage _iter169 : struct.success)
+            for (TMessage _iter203 : struct.success)
             {
-              _iter169.write(oprot);
+              _iter203.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -34707,9 +38282,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TMessage _iter170 : struct.success)
+            for (TMessage _iter204 : struct.success)
             {
-              _iter170.write(oprot);
+              _iter204.write(oprot);
             }
           }
         }
@@ -34727,14 +38302,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list171 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TMessage>(_list171.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem172;
-            for (int _i173 = 0; _i173 < _list171.size; ++_i173)
+            org.apache.thrift.protocol.TList _list205 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list205.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem206;
+            for (int _i207 = 0; _i207 < _list205.size; ++_i207)
             {
-              _elem172 = new TMessage();
-              _elem172.read(iprot);
-              struct.success.add(_elem172);
+              _elem206 = new TMessage();
+              _elem206.read(iprot);
+              struct.success.add(_elem206);
             }
           }
           struct.setSuccessIsSet(true);
@@ -35396,14 +38971,14 @@ public class HQueueService {
             case 4: // UP_TO
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list174 = iprot.readListBegin();
-                  struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list174.size);
-                  @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem175;
-                  for (int _i176 = 0; _i176 < _list174.size; ++_i176)
+                  org.apache.thrift.protocol.TList _list208 = iprot.readListBegin();
+                  struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list208.size);
+                  @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem209;
+                  for (int _i210 = 0; _i210 < _list208.size; ++_i210)
                   {
-                    _elem175 = new TSubscribedPartition();
-                    _elem175.read(iprot);
-                    struct.upTo.add(_elem175);
+                    _elem209 = new TSubscribedPartition();
+                    _elem209.read(iprot);
+                    struct.upTo.add(_elem209);
                   }
                   iprot.readListEnd();
                 }
@@ -35447,9 +39022,9 @@ public class HQueueService {
           oprot.writeFieldBegin(UP_TO_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.upTo.size()));
-            for (TSubscribedPartition _iter177 : struct.upTo)
+            for (TSubscribedPartition _iter211 : struct.upTo)
             {
-              _iter177.write(oprot);
+              _iter211.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -35499,9 +39074,9 @@ public class HQueueService {
         if (struct.isSetUpTo()) {
           {
             oprot.writeI32(struct.upTo.size());
-            for (TSubscribedPartition _iter178 : struct.upTo)
+            for (TSubscribedPartition _iter212 : struct.upTo)
             {
-              _iter178.write(oprot);
+              _iter212.write(oprot);
             }
           }
         }
@@ -35525,14 +39100,14 @@ public class HQueueService {
         }
         if (incoming.get(3)) {
           {
-            org.apache.thrift.protocol.TList _list179 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list179.size);
-            @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem180;
-            for (int _i181 = 0; _i181 < _list179.size; ++_i181)
+            org.apache.thrift.protocol.TList _list213 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list213.size);
+            @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem214;
+            for (int _i215 = 0; _i215 < _list213.size; ++_i215)
             {
-              _elem180 = new TSubscribedPartition();
-              _elem180.read(iprot);
-              struct.upTo.add(_elem180);
+              _elem214 = new TSubscribedPartition();
+              _elem214.read(iprot);
+              struct.upTo.add(_elem214);
             }
           }
           struct.setUpToIsSet(true);

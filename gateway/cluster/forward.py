@@ -1,0 +1,120 @@
+"""Forwarding a put to the gateway that owns its partition: one hop, over pooled connections.
+
+A gateway of a cluster takes any call; a put for a partition owned elsewhere goes to the owner
+as ``forwardMessages`` (which the owner writes only if it still owns the partition, and never
+forwards again) and is acknowledged when the owner acknowledged it. Connections are kept per
+owner address, one call at a time each (thriftpy2 clients do not match replies to calls).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+from thriftpy2.protocol import TCompactProtocolFactory
+from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TException
+from thriftpy2.transport.buffered import TCyBufferedTransportFactory
+from thriftpy2.transport.framed import TCyFramedTransportFactory
+
+from ..errors import InvalidArgument, StoreError
+
+log = logging.getLogger(__name__)
+
+_IDLE_PER_ADDRESS = 8
+
+
+def _closed_by_peer(client: Any) -> bool:
+    """Whether the owner closed this idle pooled connection (a zero-timeout poll)."""
+    sock = getattr(getattr(client, "_iprot", None), "trans", None)
+    sock = getattr(sock, "sock", None)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        return bool(select.select([sock], [], [], 0)[0])  # nothing is owed between calls
+    except (OSError, ValueError):
+        return True
+
+
+class Forwarder:
+    def __init__(
+        self, thrift: Any, *, framed: bool, compact: bool, timeout: float = 30.0
+    ) -> None:
+        self._t = thrift
+        self._framed = framed
+        self._compact = compact
+        self.timeout = timeout  # seconds
+        self._idle: dict[str, list[Any]] = {}
+
+    def forward(
+        self, address: str, queue: str, partition: int, topics: list[bytes], values: list[bytes]
+    ) -> None:
+        message = self._t.TMessage
+        messages = [message(topic=t, value=v) for t, v in zip(topics, values, strict=True)]
+        with self._client(address) as client:
+            try:
+                client.forwardMessages(queue.encode(), partition, messages)
+            except self._t.IOError as exc:
+                raise StoreError(f"owner {address}: {exc.message}") from exc
+            except self._t.IllegalArgument as exc:
+                raise InvalidArgument("tMessages", f"refused by the owner: {exc.message}") from exc
+
+    @contextlib.contextmanager
+    def _client(self, address: str) -> Iterator[Any]:
+        idle = self._idle.setdefault(address, [])
+        client = idle.pop() if idle else None
+        while client is not None and _closed_by_peer(client):
+            client.close()  # the owner restarted since: its old connections are gone
+            client = idle.pop() if idle else None
+        try:
+            if client is None:
+                host, _, port = address.rpartition(":")
+                client = make_client(
+                    self._t.HQueueService,
+                    host,
+                    int(port),
+                    timeout=int(self.timeout * 1000),
+                    trans_factory=TCyFramedTransportFactory()
+                    if self._framed
+                    else TCyBufferedTransportFactory(),
+                    proto_factory=TCompactProtocolFactory()
+                    if self._compact
+                    else TCyBinaryProtocolFactory(),
+                )
+            yield client
+        except (InvalidArgument, StoreError):
+            self._keep(idle, client)  # an answer: the connection is fine
+            raise
+        except (TException, OSError) as exc:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
+            raise StoreError(
+                f"forwarding to the owner at {address} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        except BaseException:
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    client.close()
+            raise
+        else:
+            self._keep(idle, client)
+
+    @staticmethod
+    def _keep(idle: list[Any], client: Any) -> None:
+        if len(idle) < _IDLE_PER_ADDRESS:
+            idle.append(client)
+        else:
+            client.close()
+
+    def close(self) -> None:
+        for clients in self._idle.values():
+            for client in clients:
+                with contextlib.suppress(Exception):
+                    client.close()
+        self._idle.clear()

@@ -1,0 +1,613 @@
+"""A gateway's membership in the cluster: its session, lease, claims, and the leader's loop.
+
+ZooKeeper layout (under the ``--zookeeper`` chroot)::
+
+    /hqueue-cluster/members/<gid>-<seq>      ephemeral: {"advertise", "started_ms", "rates"}
+    /hqueue-cluster/ceilings/<gid>           persistent: the MessageID ceiling of gateway <gid>
+    /hqueue-cluster/assignment/<queue>       persistent: {"owners": [gid per partition]}
+    /hqueue-cluster/claims/<queue>/<p>       ephemeral: gid of the gateway that owns it now
+
+The leader (the member with the lowest sequence number, as HBase's active master is the one
+that got its znode first) assigns every partition to a live member and writes
+``assignment/<queue>``; the assignment is *intent*. Ownership is the *claim*: a gateway writes
+a partition only while it holds ``claims/<queue>/<p>``, an ephemeral znode of its session, and
+its :class:`~gateway.cluster.lease.WriteLease` is valid. A partition moves by the old owner
+releasing its claim (after its in-flight puts finished and its push workers stopped), or by
+its session ending; only then can the new owner create the claim. This is HBase's region
+assignment (master decides, the region server opens the region, regions of a dead server are
+reassigned after its ZooKeeper session expired) with Pulsar's stateless-broker ownership (an
+ephemeral znode per bundle); ``docs/ARCHITECTURE.md`` says why a paused old owner cannot write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import gevent.event
+from hqueue import zk as zk_connect
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.protocol.states import KazooState
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ..errors import StoreError
+from ..ids import wall_clock_ms
+from .assign import assign, moves, rebalance_by_load
+from .lease import WriteLease
+
+log = logging.getLogger(__name__)
+
+ROOT = "/hqueue-cluster"
+MEMBERS = f"{ROOT}/members"
+CEILINGS = f"{ROOT}/ceilings"
+ASSIGNMENT = f"{ROOT}/assignment"
+CLAIMS = f"{ROOT}/claims"
+
+ACTIVE, RELEASING = "active", "releasing"
+_DEAD_CEILING_KEPT_MS = 3_600_000  # a dead gateway's ceiling matters until its writes landed
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    zookeeper: str  # HOST:PORT[,...][/chroot]
+    advertise: str  # host:port other gateways and clients reach this one at
+    session_timeout: float = 10.0  # seconds
+    move_wait: float = 5.0  # seconds a put waits for a moving partition's new owner
+    rates_interval: float = 5.0  # seconds between publications of put rates
+
+    @property
+    def heartbeat(self) -> float:
+        return self.session_timeout / 10
+
+
+@dataclass(frozen=True)
+class Member:
+    gid: str
+    seq: int
+    advertise: str
+    rates: Mapping[str, float]  # "queue/partition" -> messages/s
+
+    @property
+    def put_rate(self) -> float:
+        return sum(self.rates.values())
+
+
+class Hooks:
+    """What the cluster tells the rest of the gateway (set by the app)."""
+
+    def gained(self, queue: str, partition: int, floor_ms: int) -> None:
+        """This gateway now owns the partition; ids must start at or above ``floor_ms``."""
+
+    def lost(self, queue: str, partition: int) -> None:
+        """This gateway no longer owns the partition: stop its push workers (blocking)."""
+
+    def queues(self) -> Mapping[str, int]:
+        """Every queue and its partition count (the leader assigns them)."""
+        return {}
+
+
+class ClusterMember:
+    def __init__(self, options: ClusterOptions, hooks: Hooks) -> None:
+        self.options = options
+        self.hooks = hooks
+        self.lease = WriteLease(options.session_timeout)
+        self.gid = ""
+        self.zk: Any = None
+        self._member_path = ""
+        self._members: dict[str, Member] = {}
+        self._assignment: dict[str, list[str]] = {}  # queue -> gid per partition
+        self._owned: dict[tuple[str, int], str] = {}  # (queue, partition) -> ACTIVE|RELEASING
+        self._claiming: set[tuple[str, int]] = set()
+        self._inflight: dict[tuple[str, int], int] = {}
+        self._changed = gevent.event.Event()  # ownership moved: waiting puts look again
+        self._kick = gevent.event.Event()  # assignment or members moved: reconcile
+        self._leader_kick = gevent.event.Event()
+        self._watched_queues: set[str] = set()
+        self._put_counts: dict[tuple[str, int], int] = {}
+        self._rates: dict[str, float] = {}
+        self._highest_id_ms = 0
+        self._started_ms = wall_clock_ms()
+        self._greenlets: list[gevent.Greenlet] = []
+        self._running = False
+        self._rejoin_needed = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self.zk = zk_connect.connect(
+                self.options.zookeeper, timeout=self.options.session_timeout
+            )
+        except Exception as exc:
+            raise StoreError(
+                f"cannot connect to ZooKeeper at {self.options.zookeeper}: {exc}"
+            ) from exc
+        self._running = True
+        for path in (MEMBERS, CEILINGS, ASSIGNMENT, CLAIMS):
+            self.zk.ensure_path(path)
+        self.zk.add_listener(self._on_state)
+        self._join()
+        ChildrenWatch(self.zk, MEMBERS, self._members_changed)
+        ChildrenWatch(self.zk, ASSIGNMENT, self._queues_changed)
+        self._greenlets = [
+            gevent.spawn(self._heartbeat_loop),
+            gevent.spawn(self._reconcile_loop),
+            gevent.spawn(self._leader_loop),
+            gevent.spawn(self._rates_loop),
+        ]
+        log.info(
+            "joined the gateway cluster on %s as %s (%s), session timeout %g s",
+            self.options.zookeeper, self.gid, self.options.advertise,
+            self.options.session_timeout,
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        """Hands every owned partition over (graceful), then leaves the cluster."""
+        if not self._running:
+            return
+        self._running = False
+        gevent.killall(self._greenlets[2:])  # no more leading or rate publishing
+        # Leave first, so the leader reassigns our partitions to the others; then release each
+        # claim only after its in-flight puts finished, and the new owner takes it.
+        with contextlib.suppress(KazooException):
+            self.zk.delete(self._member_path)
+        owned = list(self._owned)
+        jobs = [gevent.spawn(self._release, q, p) for q, p in owned]
+        gevent.joinall(jobs, timeout=self.options.move_wait + 5)
+        gevent.killall(self._greenlets[:2])
+        self.lease.revoke()
+        with contextlib.suppress(Exception):
+            self.zk.stop()
+            self.zk.close()
+        log.info("left the gateway cluster (%d partitions handed over)", len(owned))
+
+    def _join(self) -> None:
+        """Registers this process (a new gid each time: a new session is a new member)."""
+        self.gid = uuid.uuid4().hex[:12]
+        self._highest_id_ms = max(self._highest_id_ms, wall_clock_ms())
+        self._heartbeat(timeout=self.options.session_timeout)
+        data = json.dumps(
+            {"advertise": self.options.advertise, "started_ms": self._started_ms, "rates": {}}
+        ).encode()
+        self._member_path = self.zk.create(
+            f"{MEMBERS}/{self.gid}-", data, ephemeral=True, sequence=True
+        )
+
+    def _on_state(self, state: str) -> None:
+        # kazoo's greenlet: never block here
+        if state == KazooState.LOST and not self._running:
+            return  # our own stop closed the session; the partitions were handed over
+        if state == KazooState.LOST:
+            log.warning("cluster: ZooKeeper session lost; every claim of %s is gone", self.gid)
+            self.lease.revoke()
+            self._rejoin_needed = True
+            gevent.spawn(self._drop_all)
+        elif state == KazooState.CONNECTED:
+            if self._rejoin_needed and self._running:
+                self._rejoin_needed = False
+                gevent.spawn(self._rejoin)
+            self._kick.set()
+            self._leader_kick.set()
+
+    def _drop_all(self) -> None:
+        for q, p in list(self._owned):
+            self._owned.pop((q, p), None)
+            try:
+                self.hooks.lost(q, p)
+            except Exception:
+                log.exception("stopping the push workers of %s/%d failed", q, p)
+        self._changed.set()
+
+    def _rejoin(self) -> None:
+        try:
+            self._join()
+            log.info("cluster: joined again as %s", self.gid)
+        except Exception:
+            log.exception("cluster: joining again failed; retrying")
+            self._rejoin_needed = True
+            gevent.spawn_later(1.0, self._rejoin)
+
+    # -- the lease ------------------------------------------------------------------------
+
+    def _heartbeat(self, timeout: float) -> None:
+        sent = time.monotonic()
+        window = int(self.lease.duration * 1000)
+        ceiling = max(self.lease.ceiling_ms, max(wall_clock_ms(), self._highest_id_ms) + window)
+        path = f"{CEILINGS}/{self.gid}"
+        value = str(ceiling).encode()
+        try:
+            self.zk.set_async(path, value).get(timeout=timeout)
+        except NoNodeError:
+            self.zk.create_async(path, value, makepath=True).get(timeout=timeout)
+        self.lease.confirmed(sent, ceiling)
+
+    def _heartbeat_loop(self) -> None:
+        failing = False
+        while True:
+            gevent.sleep(self.options.heartbeat)
+            if self._rejoin_needed:
+                continue
+            try:
+                self._heartbeat(timeout=self.options.heartbeat * 2)
+                if failing:
+                    log.info("cluster: heartbeats succeed again")
+                failing = False
+            except (Exception, gevent.Timeout) as exc:  # kazoo's .get(timeout) raises Timeout
+                if not failing:
+                    log.warning(
+                        "cluster: heartbeat failed (%s: %s); writes stop in %.1f s",
+                        type(exc).__name__, exc, max(0.0, self.lease.remaining()),
+                    )  # fmt: skip
+                failing = True
+
+    # -- what the service asks ------------------------------------------------------------
+
+    def owns(self, queue: str, partition: int) -> bool:
+        return self._owned.get((queue, partition)) == ACTIVE
+
+    def owned(self, queue: str) -> list[int]:
+        return sorted(p for (q, p), s in self._owned.items() if q == queue and s == ACTIVE)
+
+    def assigned_owner(self, queue: str, partition: int) -> str | None:
+        owners = self._assignment.get(queue)
+        return owners[partition] if owners and partition < len(owners) else None
+
+    def address_of(self, gid: str | None) -> str | None:
+        member = self._members.get(gid or "")
+        return member.advertise if member else None
+
+    def locations(self, queue: str, partitions: int) -> list[str]:
+        """Per partition, the address of its assigned owner ('' while it has none)."""
+        return [self.address_of(self.assigned_owner(queue, p)) or "" for p in range(partitions)]
+
+    def route(self, queue: str, partition: int, *, forwarded: bool) -> str | None:
+        """None: write it here; else the address of the owner to forward to. Waits up to
+        ``move_wait`` for a partition in motion; raises StoreError when it has no owner."""
+        deadline = time.monotonic() + self.options.move_wait
+        while True:
+            state = self._owned.get((queue, partition))
+            if state == ACTIVE:
+                return None
+            owner = self.assigned_owner(queue, partition)
+            if state is None and not forwarded and owner not in (None, self.gid):
+                address = self.address_of(owner)
+                if address:
+                    return address
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if forwarded:
+                    raise StoreError(
+                        f"this gateway does not own partition {partition} of '{queue}' "
+                        "(it moved); ask getQueueLocations and retry"
+                    )
+                raise StoreError(
+                    f"partition {partition} of '{queue}' has no live owner yet (a gateway "
+                    "failed or the cluster is rebalancing); retry"
+                )
+            self._changed.clear()
+            self._changed.wait(min(left, 0.25))
+
+    def pick_partition(self, queue: str, partitions: int) -> int:
+        """A partition for a put that names none: one this gateway owns (no hop) if any."""
+        mine = self.owned(queue)
+        return random.choice(mine) if mine else random.randrange(partitions)
+
+    @contextlib.contextmanager
+    def writing(self, queue: str, partition: int) -> Iterator[None]:
+        """Brackets a local put: ownership and lease are checked, and a release waits for it."""
+        if self._owned.get((queue, partition)) != ACTIVE:
+            raise StoreError(f"partition {partition} of '{queue}' moved away from this gateway")
+        self.lease.check()
+        slot = (queue, partition)
+        self._inflight[slot] = self._inflight.get(slot, 0) + 1
+        try:
+            yield
+        finally:
+            n = self._inflight[slot] - 1
+            if n:
+                self._inflight[slot] = n
+            else:
+                del self._inflight[slot]
+                self._changed.set()
+
+    def guard(self, queue: str, partition: int) -> None:
+        """The store calls this right before and after sending a write: the claim (active or
+        being released with puts still in flight) and the lease must hold."""
+        if (queue, partition) not in self._owned:
+            raise StoreError(f"partition {partition} of '{queue}' is no longer owned here")
+        self.lease.check()
+
+    def check_id(self, timestamp_ms: int) -> None:
+        if timestamp_ms > self._highest_id_ms:
+            self._highest_id_ms = timestamp_ms
+        self.lease.check_id(timestamp_ms)
+
+    def count_put(self, queue: str, partition: int, n: int) -> None:
+        slot = (queue, partition)
+        self._put_counts[slot] = self._put_counts.get(slot, 0) + n
+
+    # -- watches --------------------------------------------------------------------------
+
+    def _members_changed(self, children: list[str]) -> bool:
+        if not self._running:
+            return False
+        gevent.spawn(self._read_members, children)
+        return True
+
+    def _read_members(self, children: list[str]) -> None:
+        members = {}
+        for child in children:
+            gid, _, seq = child.rpartition("-")
+            try:
+                data, _ = self.zk.get(f"{MEMBERS}/{child}")
+            except NoNodeError:
+                continue
+            d = json.loads(data or b"{}")
+            members[gid] = Member(gid, int(seq), d.get("advertise", ""), d.get("rates") or {})
+        self._members = members
+        self._leader_kick.set()
+        self._kick.set()
+        self._changed.set()
+
+    def _queues_changed(self, queues: list[str]) -> bool:
+        if not self._running:
+            return False
+        for queue in set(queues) - self._watched_queues:
+            self._watched_queues.add(queue)
+            self._watch_assignment(queue)
+        return True
+
+    def _watch_assignment(self, queue: str) -> None:
+        def changed(data: bytes | None, stat: Any) -> bool:
+            if not self._running:
+                return False
+            if data is None:
+                self._assignment.pop(queue, None)
+                self._watched_queues.discard(queue)
+                self._kick.set()
+                self._changed.set()
+                return False
+            self._assignment[queue] = list(json.loads(data)["owners"])
+            self._kick.set()
+            self._changed.set()
+            return True
+
+        DataWatch(self.zk, f"{ASSIGNMENT}/{queue}", changed)
+
+    # -- claims ---------------------------------------------------------------------------
+
+    def _reconcile_loop(self) -> None:
+        while True:
+            self._kick.wait(5.0)  # the timeout is only a safety net
+            self._kick.clear()
+            if self._rejoin_needed:
+                continue
+            wanted = {
+                (q, p)
+                for q, owners in self._assignment.items()
+                for p, gid in enumerate(owners)
+                if gid == self.gid
+            }
+            for slot in wanted - set(self._owned) - self._claiming:
+                self._claiming.add(slot)
+                gevent.spawn(self._claim, *slot)
+            for slot, state in list(self._owned.items()):
+                if slot not in wanted and state == ACTIVE:
+                    self._owned[slot] = RELEASING
+                    gevent.spawn(self._release, *slot)
+
+    def _claim(self, queue: str, partition: int) -> None:
+        path = f"{CLAIMS}/{queue}/{partition}"
+        gid = self.gid
+        try:
+            while (
+                self._running and self.gid == gid and self.assigned_owner(queue, partition) == gid
+            ):
+                try:
+                    self.zk.create(path, gid.encode(), ephemeral=True, makepath=True)
+                    break
+                except NodeExistsError:
+                    gone = gevent.event.Event()
+                    try:
+                        data, _ = self.zk.get(path, watch=lambda _e, gone=gone: gone.set())
+                    except NoNodeError:
+                        continue
+                    if data.decode() == gid:
+                        break
+                    gone.wait(1.0)  # the holder releases, or its session ends
+            else:
+                return
+            floor = self._dead_ceiling()
+            if floor > self._highest_id_ms:
+                # ids of this partition start at the floor: record a ceiling above it first
+                self._highest_id_ms = floor
+                self._heartbeat(timeout=self.options.session_timeout)
+            self.hooks.gained(queue, partition, floor)
+            self._owned[(queue, partition)] = ACTIVE
+            self._changed.set()
+            log.debug("cluster: owns %s/%d (ids from %d)", queue, partition, floor)
+        except (KazooException, gevent.Timeout) as exc:
+            log.warning("cluster: claiming %s/%d failed: %s; retrying", queue, partition, exc)
+            gevent.spawn_later(1.0, self._kick.set)
+        finally:
+            self._claiming.discard((queue, partition))
+
+    def _release(self, queue: str, partition: int) -> None:
+        slot = (queue, partition)
+        self._owned[slot] = RELEASING
+        self._changed.set()
+        deadline = time.monotonic() + self.options.move_wait
+        while self._inflight.get(slot) and time.monotonic() < deadline:
+            self._changed.clear()
+            self._changed.wait(0.05)
+        try:
+            self.hooks.lost(queue, partition)
+        except Exception:
+            log.exception("stopping the push workers of %s/%d failed", queue, partition)
+        path = f"{CLAIMS}/{queue}/{partition}"
+        try:
+            data, stat = self.zk.get(path)
+            if data.decode() == self.gid:
+                self.zk.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):
+            pass
+        except KazooException as exc:
+            log.warning("cluster: releasing %s/%d: %s (its session's end frees it)", queue,
+                        partition, exc)  # fmt: skip
+        finally:
+            if self._owned.get(slot) == RELEASING:
+                del self._owned[slot]
+            self._changed.set()
+
+    def _dead_ceiling(self) -> int:
+        """The highest ceiling of every gateway that is no longer a member: a new owner's ids
+        start above anything such a gateway can still write."""
+        # Read the members now, not from the watched cache: the claim we just created proves
+        # the old owner's session ended, and a read after our create sees that (one session's
+        # requests are ordered), while the cache may not have heard of it yet.
+        live = {child.rpartition("-")[0] for child in self.zk.get_children(MEMBERS)}
+        live.add(self.gid)
+        floor = 0
+        for gid in self.zk.get_children(CEILINGS):
+            if gid in live:
+                continue
+            with contextlib.suppress(NoNodeError, ValueError):
+                data, _ = self.zk.get(f"{CEILINGS}/{gid}")
+                floor = max(floor, int(data))
+        return floor
+
+    # -- the leader -----------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        if not self._members or self.gid not in self._members:
+            return False
+        return min(self._members.values(), key=lambda m: m.seq).gid == self.gid
+
+    def _leader_loop(self) -> None:
+        while True:
+            self._leader_kick.wait(1.0)
+            self._leader_kick.clear()
+            if not self.is_leader() or self._rejoin_needed:
+                continue
+            try:
+                self._assign_all()
+                self._collect_ceilings()
+            except (KazooException, StoreError) as exc:
+                log.warning("cluster: assigning partitions failed: %s; retrying", exc)
+            except Exception:
+                log.exception("cluster: assigning partitions failed; retrying")
+
+    def _assign_all(self) -> None:
+        queues = dict(self.hooks.queues())
+        if not self._members:
+            return
+        current: dict[str, list[str | None]] = {}
+        versions: dict[str, int] = {}
+        for queue in self.zk.get_children(ASSIGNMENT):
+            try:
+                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
+            except NoNodeError:
+                continue
+            current[queue] = list(json.loads(data)["owners"])
+            versions[queue] = stat.version
+        for queue in set(current) - set(queues):
+            with contextlib.suppress(NoNodeError):
+                self.zk.delete(f"{ASSIGNMENT}/{queue}")
+        wanted = {q: n for q, n in queues.items()}
+        new = assign(wanted, sorted(self._members), {q: current.get(q, []) for q in wanted})
+        moved = 0
+        for queue, owners in new.items():
+            if current.get(queue) == owners:
+                continue
+            moved += len(moves({queue: current.get(queue, [])}, {queue: owners}))
+            self._write_assignment(queue, owners, versions.get(queue))
+        if moved:
+            log.info("cluster: assigned %d partition(s) over %d gateway(s)", moved,
+                     len(self._members))  # fmt: skip
+
+    def _write_assignment(self, queue: str, owners: list[str], version: int | None) -> None:
+        data = json.dumps({"owners": owners}).encode()
+        path = f"{ASSIGNMENT}/{queue}"
+        try:
+            if version is None:
+                self.zk.create(path, data, makepath=True)
+            else:
+                self.zk.set(path, data, version=version)
+        except (NodeExistsError, BadVersionError):
+            self._leader_kick.set()  # someone else changed it: compute again
+
+    def _collect_ceilings(self) -> None:
+        live = set(self._members)
+        now = wall_clock_ms()
+        for gid in self.zk.get_children(CEILINGS):
+            if gid in live:
+                continue
+            with contextlib.suppress(NoNodeError, ValueError):
+                data, stat = self.zk.get(f"{CEILINGS}/{gid}")
+                if int(data) < now - _DEAD_CEILING_KEPT_MS:
+                    self.zk.delete(f"{CEILINGS}/{gid}", version=stat.version)
+
+    # -- load -----------------------------------------------------------------------------
+
+    def _rates_loop(self) -> None:
+        last = time.monotonic()
+        while True:
+            gevent.sleep(self.options.rates_interval)
+            now = time.monotonic()
+            counts, self._put_counts = self._put_counts, {}
+            span = max(now - last, 1e-3)
+            last = now
+            self._rates = {f"{q}/{p}": round(n / span, 1) for (q, p), n in counts.items()}
+            try:
+                data = json.dumps(
+                    {"advertise": self.options.advertise, "rates": self._rates,
+                     "started_ms": self._started_ms}
+                ).encode()  # fmt: skip
+                self.zk.set(self._member_path, data)
+            except (KazooException, gevent.Timeout) as exc:
+                log.debug("publishing put rates failed: %s", exc)
+
+    def members(self) -> list[Member]:
+        return sorted(self._members.values(), key=lambda m: m.seq)
+
+    def assignment(self) -> dict[str, list[str]]:
+        return {q: list(o) for q, o in self._assignment.items()}
+
+    def balance(self, max_moves: int) -> int:
+        """Moves partitions (keeping counts balanced) to even out put rates; returns how many."""
+        rates: dict[tuple[str, int], float] = {}
+        for member in self._members.values():
+            for key, rate in member.rates.items():
+                q, _, p = key.rpartition("/")
+                rates[(q, int(p))] = rate
+        current = {}
+        versions = {}
+        for queue in self.zk.get_children(ASSIGNMENT):
+            with contextlib.suppress(NoNodeError):
+                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
+                current[queue] = list(json.loads(data)["owners"])
+                versions[queue] = stat.version
+        new = rebalance_by_load(current, rates, max_moves)
+        moved = 0
+        for queue, owners in new.items():
+            if owners != current.get(queue):
+                moved += len(moves({queue: current[queue]}, {queue: owners}))
+                self._write_assignment(queue, owners, versions[queue])
+        return moved
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        gevent.sleep(step)
+    return True

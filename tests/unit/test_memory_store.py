@@ -1,0 +1,111 @@
+"""What only the memory store does (the rest is in tests/contract/): TTL applied by the store
+itself on read, expired rows reclaimed on put, and its own argument checks."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import rowkey
+from gateway.errors import InvalidArgument
+from gateway.ids import wall_clock_ms
+from gateway.rowkey import MessageId
+from gateway.store.base import PutBatch, QueueMeta
+from gateway.store.memory import MemoryStore
+
+HOUR_MS = 3600 * 1000
+
+
+def put(store: MemoryStore, meta: QueueMeta, partition: int, ts: int, count: int) -> None:
+    keys = rowkey.consecutive_keys(partition, ts, 0, count)
+    store.put(meta, [PutBatch(partition, keys, [b"t"] * count, [b"v"] * count)])
+
+
+def scan_all(store: MemoryStore, meta: QueueMeta, partition: int) -> list[tuple[int, int]]:
+    lower, upper = rowkey.partition_start(partition), rowkey.partition_end(partition)
+    r = store.scan(meta, partition, lower, upper, reverse=False, topics=None, limit=10_000)
+    assert r.resume_after is None
+    return [(ts, seq) for ts, seq, _, _ in r.rows]
+
+
+def test_a_scan_hides_expired_rows_by_itself() -> None:
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 1, 3600))
+    now = wall_clock_ms()
+    put(store, meta, 0, now - 2 * HOUR_MS, 3)
+    put(store, meta, 0, now - 1000, 2)
+    assert scan_all(store, meta, 0) == [(now - 1000, 0), (now - 1000, 1)]
+
+
+def test_a_put_reclaims_expired_rows_but_keeps_the_newest() -> None:
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 2, 3600))
+    now = wall_clock_ms()
+    put(store, meta, 0, now - 3 * HOUR_MS, 5)
+    put(store, meta, 0, now - 2 * HOUR_MS, 5)
+    rows = store._partitions["q"][0]
+    assert len(rows.keys) == 1  # all expired: only the newest stays, for last_id
+    assert store.last_id(meta, 0) == MessageId(now - 2 * HOUR_MS, 4)
+    put(store, meta, 0, now - 1000, 3)
+    assert len(rows.keys) == 3 and scan_all(store, meta, 0)[0] == (now - 1000, 0)
+
+
+def test_putting_a_key_again_replaces_its_row_and_order_holds() -> None:
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 1, 3600))
+    ts = wall_clock_ms()
+    keys = [rowkey.encode(0, ts, s) for s in (5, 1, 3)]
+    store.put(meta, [PutBatch(0, keys, [b"a"] * 3, [b"1", b"2", b"3"])])
+    store.put(meta, [PutBatch(0, [rowkey.encode(0, ts, 3)], [b"b"], [b"new"])])
+    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
+    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10)
+    assert r.rows == [(ts, 1, b"a", b"2"), (ts, 3, b"b", b"new"), (ts, 5, b"a", b"1")]
+
+
+def test_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="max_examined"):
+        MemoryStore(max_examined=0)
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 2, 60))
+    lower, upper = rowkey.partition_start(2), rowkey.partition_end(2)
+    with pytest.raises(InvalidArgument) as err:
+        store.scan(meta, 2, lower, upper, reverse=False, topics=None, limit=1)
+    assert err.value.argument == "partitionID"
+    with pytest.raises(ValueError, match="limit"):
+        store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=0)
+    # a put fails as a whole: nothing of partition 0 is written when partition 5 is refused
+    good = PutBatch(0, [rowkey.encode(0, wall_clock_ms(), 0)], [b"t"], [b"v"])
+    bad = PutBatch(5, [rowkey.encode(5, wall_clock_ms(), 0)], [b"t"], [b"v"])
+    with pytest.raises(InvalidArgument):
+        store.put(meta, [good, bad])
+    assert store.last_id(meta, 0) is None
+
+
+def test_stale_metadata_is_refused() -> None:
+    store = MemoryStore()
+    old = store.create_queue(QueueMeta("q", 1, 60))
+    new = store.truncate_queue("q")
+    for meta in (old, QueueMeta("other", 1, 60)):
+        with pytest.raises(InvalidArgument, match="truncated or deleted"):
+            store.last_id(meta, 0)
+    assert store.last_id(new, 0) is None
+
+
+def test_a_scan_stops_once_its_rows_hold_max_bytes() -> None:
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 1, 3600))
+    ts = wall_clock_ms()
+    keys = rowkey.consecutive_keys(0, ts, 0, 5)
+    store.put(meta, [PutBatch(0, keys, [b"t"] * 5, [b"x" * 99] * 5)])  # 100 bytes a row
+    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
+    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=200)
+    assert (len(r.rows), r.size, r.resume_after) == (2, 200, keys[1])
+    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=1)
+    assert len(r.rows) == 1  # at least one row
+
+
+def test_the_gateway_opens_it_and_never_clusters_it() -> None:
+    from gateway.app import GatewayConfig, open_store
+
+    assert isinstance(open_store(GatewayConfig(store="memory")), MemoryStore)
+    # each process has its own memory: ZooKeeper only keeps the subscription registry
+    assert not GatewayConfig(store="memory", zookeeper="127.0.0.1:1").clustered
