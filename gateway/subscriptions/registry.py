@@ -148,7 +148,9 @@ class SubscriptionRegistry(abc.ABC):
 
     # -- leases (subscribers registered through the gateway) ------------------------------
 
-    def _lease_ended(self, queue: str, name: str, incarnation: str, member: str | None) -> None:
+    def _lease_ended(
+        self, queue: str, name: str, incarnation: str, member: str | None = None
+    ) -> None:
         who = name if member is None else f"{name} (member {member})"
         log.info("lease of subscriber %s/%s ended; its workers pause", queue, who)
         try:
@@ -175,7 +177,8 @@ class LeaseTable:
     nodes; renewals then answer false and subscribers subscribe again. Expired leases are
     reaped twice a second."""
 
-    def __init__(self, on_expired: Callable[[str, str, str, str | None], None]) -> None:
+    def __init__(self, on_expired: Callable[..., None]) -> None:
+        # on_expired(queue, name, incarnation), plus the member id for a group member's lease
         self._leases: dict[tuple[str, str, str | None], Lease] = {}
         # wall-clock-based ids stay unique across gateway restarts
         self._ids = itertools.count(time.time_ns() // 1000)
@@ -242,4 +245,7 @@ class LeaseTable:
             for key, lease in list(self._leases.items()):
                 if lease.deadline < now and self._leases.get(key) is lease:
                     del self._leases[key]
-                    self._on_expired(key[0], key[1], lease.incarnation, lease.member)
+                    if lease.member is None:
+                        self._on_expired(key[0], key[1], lease.incarnation)
+                    else:
+                        self._on_expired(key[0], key[1], lease.incarnation, lease.member)

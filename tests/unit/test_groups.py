@@ -25,7 +25,7 @@ def test_assignment_is_even_deterministic_and_total() -> None:
 
 def test_member_leases_renew_release_and_expire() -> None:
     expired: list[tuple[str, str, str, str | None]] = []
-    table = LeaseTable(lambda q, n, inc, m: expired.append((q, n, inc, m)))
+    table = LeaseTable(lambda q, n, inc, m=None: expired.append((q, n, inc, m)))
     plain = table.grant("q", "s", "i0", 10)
     a = table.grant("q", "g", "i1", 10, member="a")
     b = table.grant("q", "g", "i2", 10, member="b")
