@@ -239,8 +239,11 @@ static PyObject *Syncer_kick(Syncer *s, PyObject *arg)
     s->nfds = n;
     s->pending = 1;
     s->busy = 1;
-    pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    /* signalled after the unlock: woken while we still held the mutex, the sync thread would
+     * run only to block on it again (two context switches per put on a busy machine; the
+     * profile showed the event loop 20 % of its time in this call) */
+    pthread_cond_signal(&s->cv);
     Py_RETURN_NONE;
 }
 

@@ -10,16 +10,21 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import gevent
 import gevent.event
+from gevent.pywsgi import WSGIServer
 from hqueue.protocol import hqueue_thrift
 
+from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor
 from .cluster.member import Hooks
+from .httpd import metrics_app, serve_wsgi
 from .keys import MessageExtras
+from .metrics import GatewayStats
+from .monitor import Monitor
 from .scanners import ScannerRegistry
 from .server import ThriftServer, WireOptions
 from .service import GatewayService, ServiceLimits
@@ -32,6 +37,7 @@ from .subscriptions.registry import SubscriptionRegistry
 from .subscriptions.retry import DeadLetterWriter
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
+from .tls import TLSConfig, client_context, server_context
 from .wire import RequestLimits
 
 if TYPE_CHECKING:
@@ -70,6 +76,15 @@ class GatewayConfig:
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
+    # -- TLS and who may administer (issue 15): see gateway.tls, gateway.auth
+    tls: TLSConfig = field(default_factory=TLSConfig)
+    admin_identities: str | None = None  # comma-separated certificate common names
+    admin_token_file: str | None = None  # one admin token per line
+
+    # -- operating it (issue 15, sections 1-2): HTTP listeners on --host, None = off
+    metrics_port: int | None = None  # Prometheus text at /metrics
+    console_port: int | None = None  # the web console and its /api/
+    stats_interval: float = 10.0  # seconds between samples of lag and rates
 
     @property
     def clustered(self) -> bool:
@@ -91,21 +106,39 @@ class Gateway:
         self.push: WorkerManager | None = None
         self.extras: MessageExtras | None = None
         self.server: ThriftServer | None = None
+        self.stats: GatewayStats | None = None
+        self.monitor: Monitor | None = None
+        self.http: dict[str, WSGIServer] = {}  # "metrics" / "console" -> listener
         self.cluster: ClusterMember | None = None
         self.forwarder: Forwarder | None = None
         self.namespace_lease: NamespaceLease | None = None
+        self.admin_policy = AdminPolicy()  # from the config in start()
         self._stopped = gevent.event.Event()
         self._stop_requested = gevent.event.Event()
 
     def start(self) -> None:
         thrift = hqueue_thrift()
+        # TLS files and admin lists are checked before anything starts
+        policy = self.admin_policy = AdminPolicy.from_options(
+            self.config.admin_identities, self.config.admin_token_file
+        )
+        server_tls = server_context(self.config.tls) if self.config.tls.serving else None
+        push = self.config.push
+        if self.config.tls.connecting:  # push to subscribers over TLS
+            sender = replace(push.sender, tls=client_context(self.config.tls))
+            push = replace(push, sender=sender)
         self.store.start()
         self.scanners.start()
         try:
             # the registry first: connecting to ZooKeeper may take a while, and no request
             # should arrive before the service can answer it
             registry = self._registry()
-            self.push = WorkerManager(self.store, registry, self.config.push)
+            self.push = WorkerManager(self.store, registry, push)
+            if self.config.metrics_port is not None or self.config.console_port is not None:
+                self.stats = GatewayStats()
+                self.push.stats = self.stats
+                if isinstance(self.store, EmbeddedStore):
+                    self.store.on_log_sync = self.stats.log_synced
             self.server = ThriftServer(
                 None,
                 self.config.host,
@@ -122,6 +155,7 @@ class Gateway:
                     send_timeout=self.config.send_timeout,
                     max_pending_bytes=self.config.max_pending_request_bytes,
                 ),
+                tls=server_tls,
             )
             self.server.on_close = lambda caller: self.scanners.drop_owner(caller.id)
             self.server.start()
@@ -140,7 +174,7 @@ class Gateway:
             processor = GatewayProcessor(
                 thrift,
                 thrift.HQueueService,
-                self.service,
+                GuardedHandler(self.service, policy),
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
@@ -161,7 +195,11 @@ class Gateway:
                 self._join_cluster(thrift, advertise)
             self.push.start()
             self.server.processor = processor
+            if self.stats is not None:
+                self.service.stats = processor.stats = self.stats
+                self._start_http()
         except Exception:
+            self._stop_http()
             if self.server is not None:
                 self.server.stop(grace=0)
             if self.cluster is not None:
@@ -173,12 +211,18 @@ class Gateway:
             self.scanners.stop()
             self.store.stop()
             raise
+        if policy.tokens is not None and server_tls is None:
+            log.warning("admin tokens cross the network in the clear: serve TLS (--tls-cert)")
+        if policy.identities is not None and not self.config.tls.mutual:
+            log.warning("--admin-identities needs --tls-client-ca: no client has an identity")
         log.info(
             "serving HQueueService on %s:%d (%s, %s), data in %s, advertised as %s",
             host,
             port,
             "framed" if self.config.framed else "buffered",
-            "compact" if self.config.compact else "binary",
+            ("compact" if self.config.compact else "binary")
+            + (", TLS" if server_tls else "")
+            + (", client certificates required" if self.config.tls.mutual else ""),
             self.config.data_dir if self.config.store == "embedded" else self.config.store,
             advertise,
         )
@@ -187,6 +231,7 @@ class Gateway:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self._stop_http()
         if self.cluster is not None:
             # hand every partition over while still serving: in-flight puts finish here,
             # later ones are forwarded to the new owners
@@ -205,6 +250,52 @@ class Gateway:
         self.store.stop()
         log.info("stopped")
 
+    def _start_http(self) -> None:
+        """The monitor, then the metrics and console listeners that read it."""
+        assert self.stats is not None and self.service is not None and self.server is not None
+        service, server, stats = self.service, self.server, self.stats
+        self.monitor = Monitor(
+            self.store, stats, lambda: service.subscriptions, interval=self.config.stats_interval
+        )
+        self.monitor.start()
+        if self.config.metrics_port is not None:
+
+            def gauges() -> dict[str, object]:
+                queues = {m.name: m.partitions for m in self.store.list_queues()}
+                if self.cluster is not None:  # what this member owns right now
+                    for name in queues:
+                        stats.set_partitions_owned(name, len(self.cluster.owned(name)))
+                return {
+                    "queues": queues,
+                    "open_scanners": len(self.scanners),
+                    "open_connections": server.open_connections,
+                    "connections_accepted": server.accepted,
+                }
+
+            self.http["metrics"] = serve_wsgi(
+                metrics_app(stats, gauges), self.config.host, self.config.metrics_port, "metrics"
+            )
+        if self.config.console_port is not None:
+            from .console import create_app
+            from .console.auth import policy_authorize
+            from .console.data import ConsoleData
+
+            policy = self.admin_policy
+            app = create_app(
+                ConsoleData(service, stats, self.monitor),
+                policy_authorize(policy),
+                token_field=bool(policy.tokens),
+            )
+            self.http["console"] = serve_wsgi(
+                app, self.config.host, self.config.console_port, "the console"
+            )
+
+    def _stop_http(self) -> None:
+        for server in self.http.values():
+            server.stop(timeout=2)
+        self.http.clear()
+        if self.monitor is not None:
+            self.monitor.stop()
     def _guard_namespace(self, advertise: str) -> None:
         """Over HBase: a lone gateway leases its namespace; a cluster marks it (never two
         writers that do not know of each other)."""
@@ -237,7 +328,12 @@ class Gateway:
         self.push.owns = lambda queue, partition: bool(
             self.cluster and self.cluster.owns(queue, partition)
         )
-        self.forwarder = Forwarder(thrift, framed=self.config.framed, compact=self.config.compact)
+        self.forwarder = Forwarder(
+            thrift,
+            framed=self.config.framed,
+            compact=self.config.compact,
+            tls=client_context(self.config.tls),  # --tls-ca: forward over TLS
+        )
         self.cluster = ClusterMember(
             ClusterOptions(
                 zookeeper=self.config.zookeeper or "",

@@ -17,7 +17,7 @@ from typing import Any
 from thriftpy2.thrift import TApplicationException, TProcessor
 
 from ._wirecheck import encode_messages_reply, extract_put
-from .errors import HQueueError, InvalidArgument
+from .errors import HQueueError, InvalidArgument, Overloaded, StoreError
 from .scanners import MessageRows
 from .wire import direct_writer
 
@@ -63,6 +63,7 @@ class GatewayProcessor(TProcessor):
         self._binary = binary
         self._max_value = max_value_bytes
         self.fast_puts = binary and max_value_bytes is not None and hasattr(handler, "put_raw")
+        self.stats: Any = None  # a gateway.metrics.GatewayStats when metrics run
 
     def process(self, iprot: Any, oprot: Any) -> None:
         api, seqid, result, call = self.process_in(iprot)
@@ -94,13 +95,19 @@ class GatewayProcessor(TProcessor):
             result.success = call()
         except InvalidArgument as exc:
             result.ia = self._illegal(message=str(exc))
+            if self.stats is not None:
+                self.stats.request_error(api, "illegal_argument")
         except HQueueError as exc:
             result.io = self._io_error(message=str(exc))
+            if self.stats is not None:
+                self._count_io_error(api, exc)
         except TApplicationException as exc:
             self.send_exception(oprot, api, exc, seqid)
             return
         except Exception as exc:
             log.exception("unexpected error in %s", api)
+            if self.stats is not None:
+                self.stats.request_error(api, "internal")
             self.send_exception(
                 oprot,
                 api,
@@ -128,3 +135,11 @@ class GatewayProcessor(TProcessor):
                 return
             result.success = rows.to_messages(self._thrift)
         self.send_result(oprot, api, result, seqid)
+
+    def _count_io_error(self, api: str, exc: HQueueError) -> None:
+        if isinstance(exc, Overloaded):
+            self.stats.request_error(api, "overloaded")
+            return
+        self.stats.request_error(api, "io_error")
+        if isinstance(exc, StoreError):
+            self.stats.store_error(api)

@@ -10,6 +10,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -163,6 +164,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="a pull member that has not pulled for this long leaves its group "
         "(default %(default)s)",
     )
+    ops = p.add_argument_group("operating it (HTTP on --host; off unless a port is given)")
+    ops.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port)",
+    )
+    ops.add_argument(
+        "--console-port",
+        type=int,
+        metavar="PORT",
+        help="serve the web console and its /api/ at http://HOST:PORT/ (0: any free port); "
+        "anyone who reaches it may administer queues",
+    )
+    ops.add_argument(
+        "--stats-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often subscriber lag and queue rates are sampled for metrics and the "
+        "console (default %(default)s)",
+    )
+    _add_security_options(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     guard = p.add_argument_group("limits against hostile or broken clients")
     guard.add_argument(
@@ -205,6 +229,56 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_security_options(p: argparse.ArgumentParser) -> None:
+    """TLS and who may administer (issue 15): gateway.tls, gateway.auth."""
+    sec = p.add_argument_group("TLS and administration")
+    sec.add_argument(
+        "--tls-cert", metavar="PEM", help="serve Thrift over TLS with this certificate"
+    )
+    sec.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
+    sec.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="require client certificates signed by this CA (mutual TLS)",
+    )
+    sec.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        help="connect to subscribers (and other gateways) over TLS, trusting this CA and "
+        "presenting --tls-cert as the client certificate",
+    )
+    sec.add_argument(
+        "--admin-identities",
+        metavar="CN,...",
+        help="only clients whose certificate has one of these common names may create, "
+        "delete, truncate, disable or enable queues and delete subscribers (mutual TLS)",
+    )
+    sec.add_argument(
+        "--admin-token-file",
+        metavar="PATH",
+        help="... or clients that called authenticate() with a token listed in this file "
+        "(one per line, at least 16 characters)",
+    )
+
+
+def _check_security(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Any:
+    from .auth import AdminPolicy
+    from .tls import TLSConfig, TLSConfigError
+
+    config = TLSConfig(args.tls_cert, args.tls_key, args.tls_client_ca, args.tls_ca)
+    try:
+        config.check()
+        AdminPolicy.from_options(args.admin_identities, args.admin_token_file)
+    except (TLSConfigError, ValueError) as exc:
+        parser.error(str(exc))
+    if args.admin_identities is not None and args.tls_client_ca is None:
+        parser.error(
+            "--admin-identities needs --tls-client-ca (identities come from client "
+            "certificates); without mutual TLS use --admin-token-file"
+        )
+    return config
+
+
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if not 0 <= args.port < 65536:
         parser.error(f"--port must be 0..65535, got {args.port}")
@@ -215,6 +289,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_timeout",
         "push_backoff_max",
         "checkpoint_interval",
+        "stats_interval",
         "request_timeout",
         "send_timeout",
         "cluster_move_wait",
@@ -236,6 +311,10 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ("metrics_port", "console_port"):
+        value = getattr(args, name)
+        if value is not None and not 0 <= value < 65536:
+            parser.error(f"--{name.replace('_', '-')} must be 0..65535, got {value}")
     if args.max_pending_request_bytes < args.max_request_bytes:
         parser.error("--max-pending-request-bytes must be at least --max-request-bytes")
     if args.max_request_bytes < args.max_value_bytes + 4096:
@@ -265,6 +344,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from gevent import monkey
 
     monkey.patch_all()
+    # after patching: the TLS contexts it builds to check the files must be gevent's
+    tls_config = _check_security(parser, args)
 
     logging.basicConfig(
         level=args.log_level,
@@ -305,11 +386,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             ack_timeout=args.ack_timeout,
             pull_lease=args.pull_lease,
         ),
+        metrics_port=args.metrics_port,
+        console_port=args.console_port,
+        stats_interval=args.stats_interval,
         request_timeout=args.request_timeout,
         max_pending_request_bytes=args.max_pending_request_bytes,
         send_timeout=args.send_timeout,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
         max_scanner_partitions=args.max_scanner_partitions,
+        tls=tls_config,
+        admin_identities=args.admin_identities,
+        admin_token_file=args.admin_token_file,
     )
     gateway = Gateway(config)
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from thriftpy2.transport.framed import TCyFramedTransportFactory
 from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from . import peer
+from .auth import Principal, set_current_principal
+from .tls import accept, peer_identity, shutdown_read
 from .wire import (
     BULK_METHODS,
     MessageReader,
@@ -57,19 +60,33 @@ _FRAME_HEADER = struct.Struct(">i")
 
 class ThriftServer:
     """Serves ``processor`` on ``host:port``. ``start()`` binds; ``stop()`` closes listeners
-    and then every open connection (in-flight calls get ``grace`` seconds to finish)."""
+    and then every open connection (in-flight calls get ``grace`` seconds to finish).
+    ``tls``: serve TLS with this server-side context (see :mod:`gateway.tls`)."""
 
-    def __init__(self, processor: Any, host: str, port: int, wire: WireOptions) -> None:
+    def __init__(
+        self,
+        processor: Any,
+        host: str,
+        port: int,
+        wire: WireOptions,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         # Connections accepted before the processor is set (the gateway binds first, to know
         # its port, and joins its cluster before it serves) wait for it.
         self._ready = gevent.event.Event()
         self.processor = processor
+        self._tls = tls
         self.wire = wire
         self._trans = TCyFramedTransportFactory() if wire.framed else TCyBufferedTransportFactory()
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
         self.pending = PendingBudget(wire.max_pending_bytes)
         self._connections: set[socket.socket] = set()
+        self.accepted = 0  # connections accepted since start (a metric)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
         # Called with a connection's Peer once it is gone (the gateway closes its scanners).
         self.on_close: Callable[[peer.Peer], object] | None = None
 
@@ -97,11 +114,21 @@ class ThriftServer:
         self._server.close()
         for sock in list(self._connections):
             with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RD)  # in-flight replies may still be written
+                shutdown_read(sock)  # in-flight replies may still be written
         self._server.stop(timeout=grace)
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            try:
+                sock = accept(sock, self._tls)
+            except (ssl.SSLError, OSError) as exc:  # plain TCP, no/untrusted client cert, ...
+                log.info("TLS handshake with %s failed: %s", _peer(address), exc)
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return
+        # this greenlet serves only this connection: who it is stays with it (gateway.auth)
+        set_current_principal(Principal(peer_identity(sock), peer=_peer(address)))
         caller = peer.enter(*_host_port(address))
         self._ready.wait()
         reader = MessageReader(
@@ -129,6 +156,7 @@ class ThriftServer:
             self.processor.process_put if getattr(self.processor, "fast_puts", False) else None
         )
         self._connections.add(sock)
+        self.accepted += 1
         try:
             while True:
                 message, method = reader.next_message()

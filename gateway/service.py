@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import gevent
@@ -27,9 +29,12 @@ from .store.base import PartitionStore, PutBatch, QueueMeta
 if TYPE_CHECKING:
     from .cluster.forward import Forwarder
     from .cluster.member import ClusterMember
+    from .metrics import GatewayStats
     from .subscriptions.service import SubscriptionService
 
 log = logging.getLogger(__name__)
+
+_BODY = itemgetter(3)  # of a Row
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class GatewayService:
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
         # Set by the gateway: message keys and properties (gateway.keys).
         self.extras: MessageExtras | None = None
+        # Set when metrics or the console run: counted once per call (only the byte counts
+        # look at each message: a sum of lengths in C).
+        self.stats: GatewayStats | None = None
         # Set in a gateway cluster: who owns which partition, and the hop to the owner.
         self.cluster: ClusterMember | None = None
         self.forwarder: Forwarder | None = None
@@ -205,7 +213,7 @@ class GatewayService:
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
-            self.store.put(meta, batches)
+            self._write(meta, batches)
             self._save_extras(meta, firsts, extras)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
@@ -231,6 +239,22 @@ class GatewayService:
         placed = self._put(queueName, pid, tMessages, "tMessages", want_ids=True)
         mid = self._t.TMessageID
         return [mid(ts, seq) for _, ts, seq in placed]
+
+    def _write(self, meta: QueueMeta, batches: list[PutBatch]) -> None:
+        """``store.put``, timed and counted when metrics run (puts forwarded to another
+        gateway are counted there)."""
+        stats = self.stats
+        if stats is None:
+            self.store.put(meta, batches)
+            return
+        began = time.perf_counter()
+        self.store.put(meta, batches)
+        stats.put_latency.observe(time.perf_counter() - began)
+        counters = stats.queue(meta.name)
+        for b in batches:
+            counters.put_messages += len(b.values)
+            counters.put_bytes += sum(map(len, b.values))
+        counters.put_batches += len(batches)
 
     def _store_in_cluster(
         self,
@@ -270,7 +294,7 @@ class GatewayService:
                         cluster.check_id(last.timestamp)
                         keys = consecutive_keys(pid, ts, seq, len(values))
                         batches.append(PutBatch(pid, keys, topics, values))
-                    self.store.put(meta, batches)
+                    self._write(meta, batches)
                 for b in batches:
                     cluster.count_put(name, b.partition, len(b.keys))
                 self._save_extras(meta, firsts, extras)
@@ -472,7 +496,17 @@ class GatewayService:
             raise InvalidArgument("id", "the scanner is in use by another call")
         scanner.busy = True
         try:
-            return scanner.next_rows(n, self.limits.max_response_bytes)
+            stats = self.stats
+            if stats is None:
+                return scanner.next_rows(n, self.limits.max_response_bytes)
+            began = time.perf_counter()
+            got = scanner.next_rows(n, self.limits.max_response_bytes)
+            stats.scan_latency.observe(time.perf_counter() - began)
+            if got.rows:
+                counters = stats.queue(scanner.queue)
+                counters.read_messages += len(got.rows)
+                counters.read_bytes += sum(map(len, map(_BODY, got.rows)))
+            return got
         finally:
             scanner.busy = False
 

@@ -254,6 +254,16 @@ service HQueueService {
   i32 balanceCluster(1: i32 maxMoves)
       throws (1: IOError io, 2: IllegalArgument ia)
 
+  // ---- who may administer (issue 15), appended -----------------------------------------------
+
+  /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   */
+  void authenticate(1: Text token)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
   // ---- consumers (MetaQ/RocketMQ features, issue 13), appended ----------------------------
 
   /** Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks). */

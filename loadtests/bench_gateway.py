@@ -748,16 +748,21 @@ def _wait_for_line(proc: subprocess.Popen[bytes], log: Path, pattern: str) -> re
 
 
 def start_gateway(
-    workdir: Path, profile: Path | None = None, data: Path | None = None, name: str = "gateway"
+    workdir: Path,
+    profile: Path | None = None,
+    data: Path | None = None,
+    name: str = "gateway",
+    flags: Sequence[str] = (),
 ) -> Server:
     """Starts ``python -m gateway`` on a port the OS picks, its data in ``data`` (default
-    ``workdir/<name>-data``) and its log in ``workdir/<name>.log``."""
+    ``workdir/<name>-data``), its log in ``workdir/<name>.log``, with extra ``flags``."""
     data = data or workdir / f"{name}-data"
     log = workdir / f"{name}.log"
     prefix = [sys.executable]
     if profile is not None:
         prefix += ["-m", "cProfile", "-o", str(profile)]
-    cmd = [*prefix, "-m", "gateway", "--host", HOST, "--port", "0", "--data-dir", str(data)]
+    cmd = [*prefix, "-m", "gateway", "--host", HOST, "--port", "0", "--data-dir", str(data),
+           *flags]  # fmt: skip
     proc = _spawn(cmd, log)
     m = _wait_for_line(proc, log, r"serving HQueueService on \S+:(\d+)")
     return Server(name, "thrift", proc, int(m.group(1)), log)
@@ -1230,6 +1235,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ops", default=",".join(OPS), help="subset of " + ",".join(OPS))
     p.add_argument("--modes", default=",".join(MODES), help="subset of lean,stock")
     p.add_argument(
+        "--gateway-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="pass FLAG to the gateway (repeat; e.g. --gateway-flag=--metrics-port=0)",
+    )
+    p.add_argument(
         "--report",
         type=Path,
         metavar="JSON",
@@ -1280,7 +1292,7 @@ def run(args: argparse.Namespace, workdir: Path, live: list[Server], say: Callab
             continue
         t0 = time.monotonic()
         if target == "gateway":
-            server = start_gateway(workdir, args.profile_gateway)
+            server = start_gateway(workdir, args.profile_gateway, flags=args.gateway_flag)
         elif target == "ceiling":
             server = start_ceiling(workdir, per_partition, args.ceiling)
         else:

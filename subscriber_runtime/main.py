@@ -11,6 +11,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,8 +81,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
     )
+    tls = p.add_argument_group("TLS")
+    tls.add_argument(
+        "--tls-ca", metavar="PEM", help="connect to the gateway over TLS, trusting this CA"
+    )
+    tls.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="serve consumeMessages over TLS with this certificate (the gateway needs --tls-ca); "
+        "also the client certificate presented to a gateway requiring mutual TLS",
+    )
+    tls.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
+    tls.add_argument(
+        "--tls-client-ca",
+        metavar="PEM",
+        help="accept pushes only from gateways with a certificate this CA signed (mutual TLS)",
+    )
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
+
+
+def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
+    """(client TLS to the gateway, server context for consumeMessages); usage errors named."""
+    from hqueue.errors import InvalidArgument
+    from hqueue.tls import TLS, server_context
+
+    if args.tls_client_ca and not args.tls_cert:
+        parser.error("--tls-client-ca needs --tls-cert")
+    client = None
+    server = None
+    try:
+        if args.tls_ca:
+            # the certificate doubles as the client certificate for a mutual-TLS gateway
+            client = TLS(ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key).context()
+        if args.tls_cert:
+            server = server_context(args.tls_cert, args.tls_key, args.tls_client_ca)
+    except InvalidArgument as exc:
+        parser.error(f"--{exc.argument.replace('.', '-')}: {exc.message}")
+    except OSError as exc:  # ssl.SSLError too
+        parser.error(f"--tls-cert/--tls-key/--tls-client-ca: {exc}")
+    return client, server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     log = logging.getLogger("subscriber")
+    client_tls, server_tls = _tls(parser, args)
     try:
         subscription = Subscription(
             args.name,
@@ -132,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         zookeeper=args.zookeeper,
         session_timeout=args.session_timeout,
         lease_seconds=args.lease,
+        tls=client_tls,
+        server_tls=server_tls,
     )
     try:
         subscriber.start()

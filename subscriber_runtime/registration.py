@@ -41,9 +41,9 @@ class Registration(abc.ABC):
         """Drops the registration without telling anyone (``Subscriber.kill``)."""
 
 
-def partition_count(gateway: str, queue: str, timeout: float = 10.0) -> int:
+def partition_count(gateway: str, queue: str, timeout: float = 10.0, tls: Any = None) -> int:
     host, port = parse_address(gateway, argument="gateway")
-    client = connect(host, port, timeout=timeout)
+    client = connect(host, port, timeout=timeout, tls=tls)
     try:
         return len(client.getQueueLocations(queue.encode()))
     finally:
@@ -59,7 +59,9 @@ class GatewayRegistration(Registration):
         address: str,
         *,
         lease_seconds: int = 10,
+        tls: Any = None,
     ) -> None:
+        self.tls = tls  # for the connection to the gateway: see hqueue.protocol.connect
         self.host, self.port = parse_address(gateway, argument="gateway")
         self.queue = queue
         self.subscription = subscription
@@ -71,7 +73,9 @@ class GatewayRegistration(Registration):
 
     def _call(self, method: str, *args: Any) -> Any:
         if self._client is None:
-            self._client = connect(self.host, self.port, timeout=max(5.0, self.lease_seconds))
+            self._client = connect(
+                self.host, self.port, timeout=max(5.0, self.lease_seconds), tls=self.tls
+            )
         try:
             return getattr(self._client, method)(*args)
         except Exception:
@@ -151,7 +155,9 @@ class ZooKeeperRegistration(Registration):
         address: str,
         *,
         session_timeout: float = 10.0,
+        tls: Any = None,
     ) -> None:
+        self.tls = tls  # for the connection to the gateway
         self.hosts = hosts
         self.gateway = gateway
         self.queue = queue
@@ -169,7 +175,7 @@ class ZooKeeperRegistration(Registration):
     def start(self) -> None:
         from kazoo.protocol.states import KazooState
 
-        self._partitions = partition_count(self.gateway, self.queue)
+        self._partitions = partition_count(self.gateway, self.queue, tls=self.tls)
         self.zk = zk.connect(self.hosts, timeout=self.session_timeout)
         self._register(first=True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 STATUS_OK = 0
 STATUS_FAILED = 1
 STATUS_STOPPING = 2
+HANDSHAKE_TIMEOUT = 10.0  # seconds
 
 
 class _Handler:
@@ -43,9 +45,17 @@ class _Handler:
 
 
 class SubscriberServer:
-    """Serves ``consume(messages) -> status`` on host:port (port 0: a free one)."""
+    """Serves ``consume(messages) -> status`` on host:port (port 0: a free one); over TLS
+    with ``tls`` (a server-side context, see :func:`hqueue.tls.server_context`)."""
 
-    def __init__(self, consume: Callable[[list[Any]], int], host: str, port: int) -> None:
+    def __init__(
+        self,
+        consume: Callable[[list[Any]], int],
+        host: str,
+        port: int,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        self._tls = tls
         self._processor = TProcessor(
             subscriber_thrift().HQueueSubscriberService, _Handler(consume, self)
         )
@@ -75,6 +85,17 @@ class SubscriberServer:
 
     def _handle(self, sock: socket.socket, address: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls is not None:
+            try:
+                sock = self._tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+                sock.settimeout(HANDSHAKE_TIMEOUT)
+                sock.do_handshake()
+                sock.settimeout(None)
+            except (ssl.SSLError, OSError) as exc:
+                log.warning("TLS handshake with %s failed: %s", address, exc)
+                with contextlib.suppress(OSError):
+                    sock.close()
+                return
         tsock = TSocket(sock=sock, socket_timeout=None)
         trans = self._trans.get_transport(tsock)
         prot = self._proto.get_protocol(trans)

@@ -18,12 +18,14 @@ using it as a library must call ``gevent.monkey.patch_all()`` first thing, and w
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import gevent
 import gevent.event
 import gevent.lock
+from hqueue.tls import client_context
 
 from .listeners import call_listener
 from .registration import GatewayRegistration, Registration, ZooKeeperRegistration
@@ -48,7 +50,12 @@ class Subscriber:
         session_timeout: float = 10.0,
         lease_seconds: int = 10,
         grace: float = 10.0,
+        tls: Any = None,
+        server_tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: how to connect to the gateway (see :func:`hqueue.protocol.connect`);
+        ``server_tls``: serve consumeMessages over TLS with this server-side context
+        (:func:`hqueue.tls.server_context`; the gateway then needs ``--tls-ca``)."""
         if not listeners:
             raise ValueError("'listeners' must hold at least one MessageListener")
         self.gateway = gateway
@@ -62,6 +69,8 @@ class Subscriber:
         self.session_timeout = session_timeout
         self.lease_seconds = lease_seconds
         self.grace = grace  # seconds
+        self.tls = client_context(tls)
+        self.server_tls = server_tls
         self.received = 0  # messages acknowledged
         self.failed_batches = 0
         self._server: SubscriberServer | None = None
@@ -107,7 +116,7 @@ class Subscriber:
         return STATUS_OK
 
     def start(self) -> Subscriber:
-        self._server = SubscriberServer(self.consume, self.host, self.port)
+        self._server = SubscriberServer(self.consume, self.host, self.port, self.server_tls)
         self._server.start()
         if self.zookeeper:
             self._registration = ZooKeeperRegistration(
@@ -117,6 +126,7 @@ class Subscriber:
                 self.subscription,
                 self.address,
                 session_timeout=self.session_timeout,
+                tls=self.tls,
             )
         else:
             self._registration = GatewayRegistration(
@@ -125,6 +135,7 @@ class Subscriber:
                 self.subscription,
                 self.address,
                 lease_seconds=self.lease_seconds,
+                tls=self.tls,
             )
         try:
             self._registration.start()

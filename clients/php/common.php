@@ -61,7 +61,8 @@ function registerAutoload(): void
 function parseArgs(array $argv, array $spec): array
 {
     $spec += ['--host' => true, '--port' => true, '--framed' => false, '--compact' => false,
-              '--accel' => false, '--hex' => false, '--timeout' => true];
+              '--accel' => false, '--hex' => false, '--timeout' => true,
+              '--tls-ca' => true, '--tls-cert' => true, '--tls-key' => true];
     $opts = ['--host' => '127.0.0.1', '--port' => '9190', '--timeout' => '30'];
     $args = [];
     for ($i = 1; $i < count($argv); $i++) {
@@ -137,7 +138,50 @@ function formatMessage(\HQueue\TMessage $m, bool $hex): string
 /** Opens a connection; returns [client, transport]. */
 function connect(array $opts): array
 {
-    $socket = new TSocket($opts['--host'], (int)$opts['--port']);
+    $host = $opts['--host'];
+    if (!empty($opts['--tls-ca'])) {
+        // php-thrift has no TLS socket: a TSocket whose open() connects with TLS instead
+        $ssl = ['cafile' => $opts['--tls-ca'], 'verify_peer' => true, 'verify_peer_name' => true,
+                'peer_name' => $host];
+        if (!empty($opts['--tls-cert'])) {
+            $ssl['local_cert'] = $opts['--tls-cert'];
+            $ssl['local_pk'] = $opts['--tls-key'] ?? $opts['--tls-cert'];
+        }
+        foreach (['--tls-ca', '--tls-cert', '--tls-key'] as $flag) {
+            if (!empty($opts[$flag]) && !is_readable($opts[$flag])) {
+                throw new UsageError("$flag: cannot read " . $opts[$flag]);
+            }
+        }
+        $socket = new class($host, (int)$opts['--port'], $ssl) extends TSocket {
+            private $ssl;
+
+            public function __construct(string $host, int $port, array $ssl)
+            {
+                parent::__construct($host, $port);
+                $this->ssl = $ssl;
+            }
+
+            public function open()
+            {
+                $timeout = $this->sendTimeoutSec_ + ($this->sendTimeoutUsec_ / 1000000);
+                $this->handle_ = @stream_socket_client(
+                    "tls://{$this->host_}:{$this->port_}", $errno, $errstr, $timeout,
+                    STREAM_CLIENT_CONNECT, stream_context_create(['ssl' => $this->ssl])
+                );
+                if ($this->handle_ === false) {
+                    $why = $errstr ?: (error_get_last()['message'] ?? 'unknown error');
+                    throw new TTransportException(
+                        "TLS connection to {$this->host_}:{$this->port_} failed: $why",
+                        TTransportException::NOT_OPEN
+                    );
+                }
+            }
+        };
+    } elseif (!empty($opts['--tls-cert'])) {
+        throw new UsageError('--tls-cert needs --tls-ca');
+    } else {
+        $socket = new TSocket($host, (int)$opts['--port']);
+    }
     $ms = 1000 * (int)$opts['--timeout'];
     $socket->setSendTimeout($ms);
     $socket->setRecvTimeout($ms);  // php-thrift's default is 750 ms

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import select
 import socket
+import ssl
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,8 +34,8 @@ def _closed_by_peer(client: Any) -> bool:
     """Whether the owner closed this idle pooled connection (a zero-timeout poll)."""
     sock = getattr(getattr(client, "_iprot", None), "trans", None)
     sock = getattr(sock, "sock", None)
-    if not isinstance(sock, socket.socket):
-        return False
+    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
+        return False  # TLS: unasked records (session tickets) make it readable anyway
     try:
         return bool(select.select([sock], [], [], 0)[0])  # nothing is owed between calls
     except (OSError, ValueError):
@@ -43,8 +44,15 @@ def _closed_by_peer(client: Any) -> bool:
 
 class Forwarder:
     def __init__(
-        self, thrift: Any, *, framed: bool, compact: bool, timeout: float = 30.0
+        self,
+        thrift: Any,
+        *,
+        framed: bool,
+        compact: bool,
+        timeout: float = 30.0,
+        tls: Any = None,  # an ssl.SSLContext (gateway.tls.client_context) or None: plain TCP
     ) -> None:
+        self._tls = tls
         self._t = thrift
         self._framed = framed
         self._compact = compact
@@ -79,6 +87,7 @@ class Forwarder:
                     host,
                     int(port),
                     timeout=int(self.timeout * 1000),
+                    ssl_context=self._tls,
                     trans_factory=TCyFramedTransportFactory()
                     if self._framed
                     else TCyBufferedTransportFactory(),

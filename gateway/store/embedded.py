@@ -42,7 +42,7 @@ import os
 import struct
 import time
 from collections import OrderedDict, deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -62,6 +62,7 @@ from rocksdict import (
 
 from .. import rowkey
 from .._wal import Syncer, put_wal_cells, wal_cells
+from .._wirecheck import scan_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
@@ -81,6 +82,7 @@ _BLOCK = struct.Struct("<HI")
 # How many rows one scan call may look at before it hands control back (topic filters can
 # skip many rows; the event loop must keep serving meanwhile).
 MAX_EXAMINED_PER_SCAN = 4096
+_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_cells' statuses (2, 3: limit, budget)
 # Column families (regions) one queue gets at most; more partitions share them. RocksDB
 # rewrites its whole OPTIONS file for every family it creates or drops, so the families of all
 # queues together are capped too: past FAMILY_BUDGET a new queue gets one family (creating a
@@ -158,12 +160,15 @@ class _Layout(NamedTuple):
 class _Group:
     """Writes applied since the last log sync began; they become durable together."""
 
-    __slots__ = ("dirty", "done", "error", "floors")
+    __slots__ = ("began", "dirty", "done", "error", "floors", "messages", "puts")
 
     def __init__(self) -> None:
         self.done = gevent.event.Event()
         self.dirty = False
         self.error: BaseException | None = None
+        self.puts = 0  # put calls in the group, and their messages (metrics)
+        self.messages = 0
+        self.began = 0.0  # time.perf_counter() when its sync started
         # (column family, partition) -> the lowest key of this group in that partition
         self.floors: dict[tuple[str, int], bytes] = {}
 
@@ -232,6 +237,8 @@ class EmbeddedStore(PartitionStore):
         self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]
         self._log_group = _Group()  # puts since the running log sync began
         self._log_flushing: _Group | None = None  # the puts the running log sync covers
+        # called after each log sync: (puts, messages, seconds, failed); set by the metrics
+        self.on_log_sync: Callable[[int, int, float, bool], None] | None = None
         self._written: dict[str, None] = {}  # families written in the active log segment
         self._rows: dict[str, int] = {}  # family -> rows put since start (and replayed)
         # full log segments, oldest first: (last LSN, {family written: its _rows at the end})
@@ -479,6 +486,8 @@ class EmbeddedStore(PartitionStore):
             self._written[name] = None
             self._rows[name] = self._rows.get(name, 0) + count
         group.dirty = True
+        group.puts += 1
+        group.messages += sum(count for _, count in names)
         if self._log_flushing is None:
             self._kick_log_sync()
         # The sync runs on its own thread while the memtable fills here.
@@ -526,27 +535,22 @@ class EmbeddedStore(PartitionStore):
         if items is None:
             items = self._iterate(cf, start, upper, reverse)
         rows: list[Row] = []
-        append = rows.append
-        unpack = _KEY.unpack
         size = 0
         budget = MAX_EXAMINED_PER_SCAN
+        wanted = topics if topics is None or isinstance(topics, (set, frozenset)) else set(topics)
         while True:
-            for key, cell in items:
-                if key < lower or key >= upper:  # lower: rocksdict ignores iterate_lower_bound
-                    return ScanResult(rows, None, size)
-                n = cell[0] + 1
-                topic = cell[1:n]
-                if topics is None or topic in topics:
-                    _, ts, seq = unpack(key)
-                    append((ts, seq, topic, cell[n:]))
-                    size += len(cell)
-                    if len(rows) >= limit or size >= max_bytes:
-                        self._cursors.keep(slot, key if reverse else key + b"\x00", items)
-                        return ScanResult(rows, key, size)
-                budget -= 1
-                if not budget:
-                    self._cursors.keep(slot, key if reverse else key + b"\x00", items)
-                    return ScanResult(rows, key, size)
+            # the per-row loop runs in C (gateway/_wirecheck.c, scan_cells): bounds (lower,
+            # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
+            status, key, added, budget = scan_cells(
+                items, lower, upper, wanted, limit, budget, rows, max_bytes - size
+            )
+            size += added
+            if status == _SCAN_OUT_OF_RANGE:
+                return ScanResult(rows, None, size)
+            if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
+                assert key is not None
+                self._cursors.keep(slot, key if reverse else key + b"\x00", items)
+                return ScanResult(rows, key, size)
             if not kept:
                 return ScanResult(rows, None, size)
             # A kept iterator sees the store as it was when it was made: its end is not the
@@ -605,6 +609,7 @@ class EmbeddedStore(PartitionStore):
         group = self._log_group
         self._log_group = _Group()
         self._log_flushing = group
+        group.began = time.perf_counter()
         self._syncer.kick(self._wal.take_unsynced())
 
     def _log_sync_loop(self) -> None:
@@ -621,6 +626,10 @@ class EmbeddedStore(PartitionStore):
             if err:
                 log.error("write-ahead log sync failed: %s", os.strerror(err))
                 group.error = OSError(err, os.strerror(err))
+            if self.on_log_sync is not None:
+                self.on_log_sync(
+                    group.puts, group.messages, time.perf_counter() - group.began, bool(err)
+                )
             group.done.set()
             if self._log_group.dirty:
                 self._kick_log_sync()

@@ -389,7 +389,14 @@ class HBaseStore(PartitionStore):
             raise StoreError("the HBase store is not started")
         try:
             with pool.connection(timeout=self.address.timeout) as conn:
-                return fn(conn.client)
+                try:
+                    return fn(conn.client)
+                except (gevent.GreenletExit, gevent.Timeout):
+                    # interrupted mid-call: an answer may still be on its way and would be
+                    # read as the answer to the next call on this pooled connection (happybase
+                    # refreshes it only after Thrift and socket errors)
+                    conn._refresh_thrift_client()
+                    raise
         except HQueueError:
             raise
         except Hbase.IllegalArgument as exc:

@@ -8,7 +8,8 @@ one at a time, and a message that used up its attempts becomes a dead letter (se
 counting. Messages are never reordered. Only acknowledged (or dead-lettered) messages advance
 ``acked``, which the checkpoint updater writes to the registry.
 
-Subscribers are spoken to in the binary protocol over a buffered transport (what every
+Subscribers are spoken to (over TLS when the gateway has ``--tls-ca``) in the binary protocol
+over a buffered transport (what every
 HQueueSubscriberService server must accept). The request is encoded from the rows in C by the
 encoder of scan replies: a ``consumeMessages`` call and its reply differ only in the message
 type and the list's field id (``encode_call``), so no TMessage object is built per message.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,7 @@ from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from .._wirecheck import encode_messages_reply
+from ..metrics import PushCounters
 from ..store.base import Row
 from ..wire import BadRequest, MessageReader, RequestLimits
 from .retry import BATCH_ATTEMPTS, DeadLetterSink
@@ -68,6 +71,8 @@ class SenderOptions:
     # follow its subscription's RetryPolicy)
     backoff_initial: float = 0.05  # seconds
     backoff_max: float = 5.0  # seconds
+    # TLS to subscribers (gateway.tls.client_context from --tls-ca); None: plain TCP
+    tls: ssl.SSLContext | None = None
 
 
 class MessageSender:
@@ -103,6 +108,7 @@ class MessageSender:
         self.dead_letter = dead_letter
         self.delivered = 0  # messages acknowledged by this sender
         self.dead_lettered = 0
+        self.counters: PushCounters | None = None  # the gateway's metrics, when they run
         self._client: Any = None
         self._thrift = subscriber_thrift()
 
@@ -210,6 +216,9 @@ class MessageSender:
         last = rows[-1]
         self.acked = (last[0], last[1])
         self.delivered += len(rows)
+        if self.counters is not None:
+            self.counters.delivered_messages += len(rows)
+            self.counters.delivered_batches += 1
 
     def _away_delay(self, failures: int) -> float:
         return min(self.options.backoff_max, self.options.backoff_initial * 2 ** min(failures, 30))
@@ -217,6 +226,8 @@ class MessageSender:
     def _log_failure(
         self, rows: list[Row], problem: str, attempts: int, delay: float, then: str = ""
     ) -> None:
+        if self.counters is not None:
+            self.counters.retries += 1
         n = attempts or 1
         log_at = logging.WARNING if n in (1, 10) or n % 100 == 0 else logging.DEBUG
         log.log(
@@ -229,6 +240,12 @@ class MessageSender:
     def _connect(self) -> tuple[socket.socket, MessageReader]:
         sock = socket.create_connection((self.host, self.port), timeout=self.options.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.options.tls is not None:  # --tls-ca: verify the subscriber, show our cert
+            try:
+                sock = self.options.tls.wrap_socket(sock, server_hostname=self.host)
+            except BaseException:
+                sock.close()
+                raise
         reader = MessageReader(
             sock,
             framed=False,

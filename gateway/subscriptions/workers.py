@@ -25,6 +25,7 @@ import gevent
 import gevent.event
 from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
+from ..metrics import GatewayStats
 from ..store.base import PartitionStore, QueueMeta
 from . import groups
 from .checkpoint import CheckpointUpdater
@@ -211,6 +212,7 @@ class WorkerManager:
         self._loop: gevent.Greenlet | None = None
         # Set by the gateway: where messages that used up their attempts go (.retry).
         self.dead_letter: DeadLetterSink | None = None
+        self.stats: GatewayStats | None = None  # set when metrics run: deliveries, retries
 
     def start(self) -> None:
         self.registry.start(self.changed)
@@ -335,6 +337,11 @@ class WorkerManager:
             self.dead_letter,
         )  # fmt: skip
         self._runs[key] = new
+        if self.stats is not None:
+            counters = self.stats.subscriber(queue, name)
+            for worker in new.workers.values():
+                if isinstance(worker, SubscriptionWorker):
+                    worker.sender.counters = counters
         for worker in new.workers.values():
             self._wakers.setdefault((worker.queue, worker.scanner.partition), []).append(
                 worker.wake

@@ -19,6 +19,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.hbase",
     "loadtests.benchmarks.push",
     "loadtests.benchmarks.cluster",
+    "loadtests.benchmarks.kafka",
 )
 
 

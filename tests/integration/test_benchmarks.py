@@ -30,7 +30,9 @@ def test_list_names_every_section() -> None:
     proc = bench("--list")
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
-    assert names == ["ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push"]
+    assert names == [
+        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "cluster", "kafka",
+    ]  # fmt: skip
 
 
 def test_unknown_section_is_refused() -> None:

@@ -16,20 +16,27 @@ from hqueue import (
     Message,
     MessageID,
     TransportError,
+    fastpath,
 )
 
 BINARY = [bytes(range(256)), b"\xff\xfe\x00\x80", b"", b"\xed\xa0\x80", b"plain"]
 
 
-@pytest.fixture(params=["buffered-binary", "framed-compact"])
+@pytest.fixture(params=["buffered-binary", "framed-binary", "framed-compact"])
 def conn(request: Any, start_gateway: Any) -> Any:
-    flags = {"buffered-binary": (), "framed-compact": ("--framed", "--compact")}[request.param]
+    flags = {
+        "buffered-binary": (),
+        "framed-binary": ("--framed",),
+        "framed-compact": ("--framed", "--compact"),
+    }[request.param]
     gw = start_gateway(*flags)
     with Connection(gw.host, gw.port, framed=gw.framed, compact=gw.compact, timeout=15) as c:
         yield c
 
 
 def test_put_and_scan_round_trip(conn: Connection, queue_name: str) -> None:
+    # the binary protocol sends puts and reads scans on the socket, in hqueue.codec
+    assert (fastpath.channel(conn) is None) == conn.compact
     q = conn.create_queue(queue_name, partitions=3, ttl_seconds=3600)
     assert q.info().partitions == 3
     q.put("text", "välue")

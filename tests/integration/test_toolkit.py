@@ -25,11 +25,12 @@ SEED_CREATE = (
 
 
 def hqueue_command() -> list[str]:
-    """The installed console script; the module when it is not on PATH."""
-    script = shutil.which("hqueue")
-    if script is None:
-        script = os.path.join(os.path.dirname(sys.executable), "hqueue")
-    if os.path.exists(script):
+    """The console script installed beside this interpreter (another one on PATH may belong
+    to another checkout), else the one on PATH, else the module."""
+    script: str | None = os.path.join(os.path.dirname(sys.executable), "hqueue")
+    if script is None or not os.path.exists(script):
+        script = shutil.which("hqueue")
+    if script is not None and os.path.exists(script):
         return [script]
     return [sys.executable, "-m", "hqueue.toolkit.cli"]
 

@@ -292,3 +292,23 @@ def test_an_interrupted_call_drops_the_connection() -> None:
     with pytest.raises(gevent.Timeout):
         c.queues()
     assert not c.is_open and fake.closed  # its answer would be taken for the next call's
+
+
+def test_put_lists_without_the_fast_path_builds_the_same_calls() -> None:
+    fake = FakeClient()  # no socket under it: thriftpy2's generic path
+    q = conn_with(fake).queue("q")
+    assert q.put_lists("t", [b"1", "2"], partition=2) == 2
+    assert q.put_lists([b"a", b"b", b"c"], [b"1", b"2", b"3"], batch_size=2) == 3
+    names = [name for name, _ in fake.calls]
+    assert names == ["putMessagesWithPid", "putMessages", "putMessages"]
+    assert [(m.topic, m.value) for m in fake.calls[0][1][2]] == [(b"t", b"1"), (b"t", b"2")]
+    assert [m.topic for m in fake.calls[2][1][1]] == [b"c"]
+    with pytest.raises(InvalidArgument) as info:
+        q.put_lists("t", b"not a list")
+    assert info.value.argument == "values"
+    with pytest.raises(InvalidArgument) as info:
+        q.put_lists([b"a"], [b"1", b"2"])
+    assert info.value.argument == "topics"
+    with pytest.raises(InvalidArgument) as info:
+        q.put_lists("t", [b"1", 2])
+    assert info.value.argument == "values[1]"  # as on the fast path

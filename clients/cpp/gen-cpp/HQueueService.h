@@ -185,6 +185,15 @@ class HQueueServiceIf {
   virtual int32_t balanceCluster(const int32_t maxMoves) = 0;
 
   /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   * 
+   * @param token
+   */
+  virtual void authenticate(const Text& token) = 0;
+
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -353,6 +362,9 @@ class HQueueServiceNull : virtual public HQueueServiceIf {
   int32_t balanceCluster(const int32_t /* maxMoves */) override {
     int32_t _return = 0;
     return _return;
+  }
+  void authenticate(const Text& /* token */) override {
+    return;
   }
   void putMessagesReturningIds(std::vector<TMessageID> & /* _return */, const Text& /* queueName */, const int16_t /* partitionID */, const std::vector<TMessage> & /* tMessages */) override {
     return;
@@ -3585,6 +3597,119 @@ class HQueueService_balanceCluster_presult {
 
 };
 
+typedef struct _HQueueService_authenticate_args__isset {
+  _HQueueService_authenticate_args__isset() : token(false) {}
+  bool token :1;
+} _HQueueService_authenticate_args__isset;
+
+class HQueueService_authenticate_args {
+ public:
+
+  HQueueService_authenticate_args(const HQueueService_authenticate_args&);
+  HQueueService_authenticate_args& operator=(const HQueueService_authenticate_args&);
+  HQueueService_authenticate_args() noexcept
+                                  : token() {
+  }
+
+  virtual ~HQueueService_authenticate_args() noexcept;
+  Text token;
+
+  _HQueueService_authenticate_args__isset __isset;
+
+  void __set_token(const Text& val);
+
+  bool operator == (const HQueueService_authenticate_args & rhs) const
+  {
+    if (!(token == rhs.token))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_authenticate_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_authenticate_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_authenticate_pargs {
+ public:
+
+
+  virtual ~HQueueService_authenticate_pargs() noexcept;
+  const Text* token;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_authenticate_result__isset {
+  _HQueueService_authenticate_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_authenticate_result__isset;
+
+class HQueueService_authenticate_result {
+ public:
+
+  HQueueService_authenticate_result(const HQueueService_authenticate_result&);
+  HQueueService_authenticate_result& operator=(const HQueueService_authenticate_result&);
+  HQueueService_authenticate_result() noexcept {
+  }
+
+  virtual ~HQueueService_authenticate_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_authenticate_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_authenticate_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_authenticate_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_authenticate_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_authenticate_presult__isset {
+  _HQueueService_authenticate_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_authenticate_presult__isset;
+
+class HQueueService_authenticate_presult {
+ public:
+
+
+  virtual ~HQueueService_authenticate_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_authenticate_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
 typedef struct _HQueueService_putMessagesReturningIds_args__isset {
   _HQueueService_putMessagesReturningIds_args__isset() : queueName(false), partitionID(false), tMessages(false) {}
   bool queueName :1;
@@ -4626,6 +4751,16 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   void send_balanceCluster(const int32_t maxMoves);
   int32_t recv_balanceCluster();
   /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   * 
+   * @param token
+   */
+  void authenticate(const Text& token) override;
+  void send_authenticate(const Text& token);
+  void recv_authenticate();
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -4730,6 +4865,7 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
   void process_forwardMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_listGateways(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_balanceCluster(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_authenticate(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_putMessagesReturningIds(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_findMessagesByKey(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_resetSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
@@ -4765,6 +4901,7 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
     processMap_["forwardMessages"] = &HQueueServiceProcessor::process_forwardMessages;
     processMap_["listGateways"] = &HQueueServiceProcessor::process_listGateways;
     processMap_["balanceCluster"] = &HQueueServiceProcessor::process_balanceCluster;
+    processMap_["authenticate"] = &HQueueServiceProcessor::process_authenticate;
     processMap_["putMessagesReturningIds"] = &HQueueServiceProcessor::process_putMessagesReturningIds;
     processMap_["findMessagesByKey"] = &HQueueServiceProcessor::process_findMessagesByKey;
     processMap_["resetSubscriber"] = &HQueueServiceProcessor::process_resetSubscriber;
@@ -5156,6 +5293,22 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
   }
 
   /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   * 
+   * @param token
+   */
+  void authenticate(const Text& token) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->authenticate(token);
+    }
+    ifaces_[i]->authenticate(token);
+  }
+
+  /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 
    * @param queueName
@@ -5484,6 +5637,16 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   int32_t balanceCluster(const int32_t maxMoves) override;
   int32_t send_balanceCluster(const int32_t maxMoves);
   int32_t recv_balanceCluster(const int32_t seqid);
+  /**
+   * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+   * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+   * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+   * 
+   * @param token
+   */
+  void authenticate(const Text& token) override;
+  int32_t send_authenticate(const Text& token);
+  void recv_authenticate(const int32_t seqid);
   /**
    * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
    * 

@@ -17,6 +17,7 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/protocol/TCompactProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
 
@@ -42,6 +43,9 @@ struct Options {
   bool reverse = false;
   int status = 0;
   int timeout = 30;  // seconds, for connecting, sending and each answer
+  std::string tlsCa;    // --tls-ca: speak TLS, trusting this CA (PEM)
+  std::string tlsCert;  // --tls-cert/--tls-key: a client certificate (mutual TLS)
+  std::string tlsKey;
   std::vector<std::string> topics;
   std::vector<std::string> args;  // positional arguments
   // hqueue_subscriber: register through this gateway (HOST:PORT) as subscriber `name` of `queue`
@@ -81,6 +85,9 @@ inline Options parseOptions(int argc, char** argv, const std::string& allowed) {
     else if (a == "--framed") o.framed = true;
     else if (a == "--compact") o.compact = true;
     else if (a == "--hex") o.hex = true;
+    else if (a == "--tls-ca") o.tlsCa = value();
+    else if (a == "--tls-cert") o.tlsCert = value();
+    else if (a == "--tls-key") o.tlsKey = value();
     else if (a == "--batch" && takes(a)) o.batch = static_cast<int>(parseInt(a, value(), 1, 1000000));
     else if (a == "--partition" && takes(a)) o.partition = static_cast<int>(parseInt(a, value(), 0, 32767));
     else if (a == "--topic" && takes(a)) o.topics.push_back(value());
@@ -166,12 +173,30 @@ inline std::shared_ptr<TProtocol> makeProtocol(std::shared_ptr<TTransport> t, bo
 
 // A client of the gateway; owns its transport (closed by the destructor).
 struct Gateway {
+  std::shared_ptr<apache::thrift::transport::TSSLSocketFactory> sslFactory;
   std::shared_ptr<TTransport> transport;
   std::unique_ptr<hqueue::HQueueServiceClient> client;
 
   explicit Gateway(const Options& o) : Gateway(o, o.host, o.port) {}
+  // `host`:`port` instead of --host/--port (hqueue_subscriber's --gateway)
   Gateway(const Options& o, const std::string& host, int port) {
-    auto socket = std::make_shared<apache::thrift::transport::TSocket>(host, port);
+    std::shared_ptr<apache::thrift::transport::TSocket> socket;
+    if (o.tlsCa.empty()) {
+      if (!o.tlsCert.empty()) throw UsageError("--tls-cert needs --tls-ca");
+      socket = std::make_shared<apache::thrift::transport::TSocket>(host, port);
+    } else {
+      // verifies the gateway's certificate against --tls-ca and its name against --host
+      using apache::thrift::transport::TSSLSocketFactory;
+      auto factory = std::make_shared<TSSLSocketFactory>(apache::thrift::transport::TLSv1_2);
+      factory->loadTrustedCertificates(o.tlsCa.c_str());
+      factory->authenticate(true);
+      if (!o.tlsCert.empty()) {
+        factory->loadCertificate(o.tlsCert.c_str());
+        factory->loadPrivateKey((o.tlsKey.empty() ? o.tlsCert : o.tlsKey).c_str());
+      }
+      sslFactory = factory;  // must outlive the socket
+      socket = factory->createSocket(host, port);
+    }
     socket->setConnTimeout(o.timeout * 1000);
     socket->setRecvTimeout(o.timeout * 1000);
     socket->setSendTimeout(o.timeout * 1000);

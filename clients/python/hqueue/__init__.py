@@ -12,13 +12,17 @@ The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.error
 """
 
 from .batch import Batch
-from .client import Connection, Message, MessageID, Queue, QueueInfo
+from .client import Connection, Queue, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
+from .message import Message, MessageID
 from .pool import ConnectionPool
+from .producer import Producer
+from .tls import TLS
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "TLS",
     "Batch",
     "Connection",
     "ConnectionPool",
@@ -27,6 +31,7 @@ __all__ = [
     "Message",
     "MessageID",
     "PoolTimeout",
+    "Producer",
     "Queue",
     "QueueInfo",
     "ServerError",

@@ -18,6 +18,8 @@ from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
 from thriftpy2.rpc import make_client
 from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
 
+from .tls import client_context
+
 IDL_DIR = Path(os.environ.get("HQUEUE_IDL_DIR") or Path(__file__).resolve().parent / "idl")
 
 
@@ -49,10 +51,13 @@ def connect(
     framed: bool = False,
     compact: bool = False,
     timeout: float = 30.0,
+    tls: Any = None,
 ) -> Any:
     """A raw thriftpy2 ``HQueueService`` client. ``timeout`` is in seconds.
 
-    One client per greenlet or thread: thriftpy2 clients do not check sequence ids.
+    ``tls``: None for plain TCP, else a :class:`hqueue.tls.TLS`, an ``ssl.SSLContext`` or
+    True (the system's CAs). One client per greenlet or thread: thriftpy2 clients do not check
+    sequence ids.
     """
     return make_client(
         hqueue_thrift().HQueueService,
@@ -61,6 +66,7 @@ def connect(
         timeout=int(timeout * 1000),
         trans_factory=transport_factory(framed),
         proto_factory=protocol_factory(compact),
+        ssl_context=client_context(tls),
     )
 
 

@@ -1702,6 +1702,68 @@ class HQueueServiceClient implements \HQueue\HQueueServiceIf
         throw new \Exception("balanceCluster failed: unknown result");
     }
 
+    public function authenticate($token)
+    {
+        $this->send_authenticate($token);
+        $this->recv_authenticate();
+    }
+
+    public function send_authenticate($token)
+    {
+        $args = new \HQueue\HQueueService_authenticate_args();
+        $args->token = $token;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'authenticate',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('authenticate', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_authenticate()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_authenticate_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_authenticate_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
     public function putMessagesReturningIds($queueName, $partitionID, array $tMessages)
     {
         $this->send_putMessagesReturningIds($queueName, $partitionID, $tMessages);

@@ -254,6 +254,16 @@ interface HQueueServiceIf
      */
     public function balanceCluster($maxMoves);
     /**
+     * Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+     * on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+     * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+     * 
+     * @param string $token
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function authenticate($token);
+    /**
      * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
      * 
      * @param string $queueName

@@ -68,6 +68,31 @@ def _add_connection_options(parser: argparse.ArgumentParser, defaults: bool) -> 
         default=default(30.0),
         help="socket timeout in seconds (default 30)",
     )
+    group.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_CA")),
+        help="speak TLS, trusting this CA for the gateway's certificate ($HQUEUE_TLS_CA)",
+    )
+    group.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_CERT")),
+        help="client certificate for mutual TLS ($HQUEUE_TLS_CERT; implies TLS)",
+    )
+    group.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        default=default(os.environ.get("HQUEUE_TLS_KEY")),
+        help="its private key (default: in --tls-cert; $HQUEUE_TLS_KEY)",
+    )
+    group.add_argument(
+        "--token-file",
+        metavar="PATH",
+        default=default(os.environ.get("HQUEUE_TOKEN_FILE")),
+        help="authenticate with the admin token in this file (its first line; "
+        "$HQUEUE_TOKEN_FILE), for a gateway with --admin-token-file",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,6 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"truncate values longer than this (0: never; default {commands.DEFAULT_VALUE_LIMIT})",
     )
 
+    p.add_argument(
+        "-t", "--topic", action="append", default=[], help="only this topic (repeatable)"
+    )
+
+    _add_bulk_commands(add)
+
     add("locations", "the gateway owning each partition").add_argument("queue")
     add("gateways", "the gateways of the cluster: partitions owned and put rates")
     add("balance", "move partitions between gateways to even out their put rates").add_argument(
@@ -171,6 +202,88 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_bulk_commands(add: Any) -> None:
+    p = add("import", "put the messages of a JSON Lines or CSV file, with progress, resumable")
+    p.add_argument("queue")
+    p.add_argument("file", help="the input; '-' reads stdin")
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "csv"],
+        help="input format (default: csv for *.csv, else jsonl). JSON Lines: one "
+        '{"topic": ..., "value": ... | "value_b64": ..., "partition": N, "key": ...} per line',
+    )
+    p.add_argument("--topic-column", default="topic", help="CSV: the topic column")
+    p.add_argument("--value-column", default="value", help="CSV: the value column")
+    p.add_argument("--key-column", help="CSV: the key column (needs TMessage.key)")
+    p.add_argument("--partition-column", help="CSV: the partition column")
+    p.add_argument("--value-base64", action="store_true", help="CSV: values are base64")
+    p.add_argument(
+        "--partition-by-topic",
+        action="store_true",
+        help="messages without a partition go to crc32(topic) %% partitions (one topic, one "
+        "partition, in file order) instead of a random partition per call",
+    )
+    p.add_argument("--batch-size", type=int, default=1000, help="messages per call (1000)")
+    p.add_argument(
+        "--connections", type=int, default=4, help="connections, one call in flight each (4)"
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip the records a previous run recorded as acknowledged (in the state file)",
+    )
+    p.add_argument("--state", help="the state file (default: FILE.hqimport; needed for stdin)")
+    _progress_option(p)
+
+    p = add("export", "write a queue's messages as JSON Lines, oldest first, progress on stderr")
+    p.add_argument("queue")
+    p.add_argument("-o", "--output", help="the output file (default: stdout)")
+    p.add_argument(
+        "--from", dest="from_", metavar="TIME", help="from this time on (ms or ISO-8601, UTC)"
+    )
+    p.add_argument("--to", metavar="TIME", help="up to this time, exclusive (ms or ISO-8601)")
+    p.add_argument("--topics", metavar="T,...", help="only these topics")
+    p.add_argument("--partitions", metavar="P,...", help="only these partitions")
+    _progress_option(p)
+
+
+def _progress_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="show a progress bar on stderr (default: when stderr is a terminal)",
+    )
+
+
+def _bulk(client: Client, args: argparse.Namespace, connect: Any) -> None:
+    from hqueue.toolkit import bulk
+
+    if args.command == "import":
+        clients = iter([client])  # the first connection is the one already open
+
+        def more() -> Client:
+            return next(clients, None) or connect()
+
+        _print(bulk.run_import(more, args, binary=not args.compact))
+        return
+    if args.output:
+        try:
+            out = open(args.output, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise commands.ToolkitError(f"-o: cannot write {args.output}: {exc.strerror}") from None
+        try:
+            summary = bulk.run_export(client, args, out)
+        finally:
+            out.close()
+    else:
+        try:
+            summary = bulk.run_export(client, args, sys.stdout)
+        except BrokenPipeError:
+            raise _StdoutClosed from None
+    sys.stderr.write(summary + "\n")
+
+
 class _StdoutClosed(Exception):
     """Whoever reads our output went away (``hqueue tail ... | head``)."""
 
@@ -185,20 +298,22 @@ def _print(text: str | None) -> None:
 
 
 def _follow(client: Client, args: argparse.Namespace) -> None:
-    recent = commands.tail(client, args.queue, args.partition, args.count)
+    topics = {commands.to_bytes(t) for t in args.topic}
+    recent = commands.tail(client, args.queue, args.partition, args.count, args.topic or None)
     recent.reverse()  # like tail -f: oldest first, new messages below
     _print(commands.format_messages(recent, args.max_value))
     last = commands.message_key(recent[-1]) if recent else None
     while True:
         batch = commands.read_after(client, args.queue, args.partition, last)
-        _print(commands.format_messages(batch, args.max_value))
+        shown = [m for m in batch if not topics or m.topic in topics]
+        _print(commands.format_messages(shown, args.max_value))
         if batch:
             last = commands.message_key(batch[-1])
         if len(batch) < commands.FOLLOW_BATCH:  # caught up: wait for new messages
             time.sleep(FOLLOW_INTERVAL)
 
 
-def run_command(client: Client, args: argparse.Namespace) -> None:
+def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -> None:
     """Run one subcommand (not ``shell``) and print its result."""
     name = args.command
     if name == "create":
@@ -228,8 +343,12 @@ def run_command(client: Client, args: argparse.Namespace) -> None:
         if args.follow:
             _follow(client, args)
         else:
-            messages = commands.tail(client, args.queue, args.partition, args.count)
+            messages = commands.tail(
+                client, args.queue, args.partition, args.count, args.topic or None
+            )
             _print(commands.format_messages(messages, args.max_value))
+    elif name in ("import", "export"):
+        _bulk(client, args, connect)
     elif name == "locations":
         _print(commands.format_locations(commands.queue_locations(client, args.queue)))
     elif name == "gateways":
@@ -271,9 +390,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
 
+    try:  # unreadable TLS or token files are usage errors too
+        tls = commands.tls_option(args.tls_ca, args.tls_cert, args.tls_key)
+        token = commands.read_token(args.token_file) if args.token_file else None
+    except commands.ToolkitError as exc:
+        parser.error(exc.message)
+
     def connect() -> Client:
         return commands.open_client(
-            address, framed=args.framed, compact=args.compact, timeout=args.timeout
+            address,
+            framed=args.framed,
+            compact=args.compact,
+            timeout=args.timeout,
+            tls=tls,
+            token=token,
         )
 
     if args.command == "shell":
@@ -282,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = None
     try:
         client = connect()
-        run_command(client, args)
+        run_command(client, args, connect)
         return EXIT_OK
     except KeyboardInterrupt:
         # the normal way to stop `tail --follow`

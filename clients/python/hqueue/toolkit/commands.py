@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -58,17 +59,60 @@ def _cause_text(exc: BaseException) -> str:
 
 
 def open_client(
-    address: str, *, framed: bool = False, compact: bool = False, timeout: float = 30.0
+    address: str,
+    *,
+    framed: bool = False,
+    compact: bool = False,
+    timeout: float = 30.0,
+    tls: Any = None,
+    token: bytes | None = None,
 ) -> Client:
-    """A client connected to ``address`` (host:port); ``timeout`` in seconds.
+    """A client connected to ``address`` (host:port); ``timeout`` in seconds. ``tls``: see
+    :func:`hqueue.protocol.connect`; ``token``: sent with ``authenticate`` first.
 
     Raises ValueError for a malformed address and GatewayUnavailable when nothing answers.
     """
     host, port = protocol.parse_address(address, argument="gateway")
     try:
-        return protocol.connect(host, port, framed=framed, compact=compact, timeout=timeout)
+        client = protocol.connect(
+            host, port, framed=framed, compact=compact, timeout=timeout, tls=tls
+        )
     except (TTransportException, OSError) as exc:
-        raise GatewayUnavailable(address, exc) from exc
+        # thriftpy2 reports a failed TLS handshake as "Could not connect": keep why
+        cause = exc.__context__ if isinstance(exc.__context__, ssl.SSLError) else exc
+        raise GatewayUnavailable(address, cause) from exc
+    if token is not None:
+        try:
+            client.authenticate(token)
+        except BaseException:
+            close_client(client)
+            raise
+    return client
+
+
+def tls_option(ca: str | None, cert: str | None, key: str | None) -> Any:
+    """A :class:`hqueue.TLS` when any of the files is given, else None (plain TCP)."""
+    if ca is None and cert is None and key is None:
+        return None
+    from hqueue.errors import InvalidArgument
+    from hqueue.tls import TLS
+
+    try:
+        return TLS(ca=ca, cert=cert, key=key).context()
+    except InvalidArgument as exc:
+        raise ToolkitError(f"--{exc.argument.replace('.', '-')}: {exc.message}") from None
+
+
+def read_token(path: str) -> bytes:
+    """The first non-empty line of ``path``."""
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    return line.strip()
+    except OSError as exc:
+        raise ToolkitError(f"--token-file: cannot read {path}: {exc.strerror}") from None
+    raise ToolkitError(f"--token-file: {path} is empty")
 
 
 def close_client(client: Client) -> None:
@@ -94,6 +138,11 @@ def classify_error(exc: BaseException, address: str) -> tuple[int, str] | None:
     if isinstance(exc, t.IOError):
         return EXIT_UNAVAILABLE, f"gateway at {address} failed: {exc.message}"
     if isinstance(exc, GatewayUnavailable):
+        if isinstance(exc.cause, ssl.SSLError):
+            return EXIT_UNAVAILABLE, (
+                f"TLS with gateway at {exc.address} failed: {_cause_text(exc.cause)} "
+                "(does --tls-ca hold the CA of its certificate? does it want --tls-cert?)"
+            )
         return EXIT_UNAVAILABLE, f"cannot connect to gateway at {exc.address} ({hint})"
     if isinstance(exc, TApplicationException):
         return EXIT_UNAVAILABLE, f"gateway at {address} failed: {_cause_text(exc)}"
@@ -102,7 +151,7 @@ def classify_error(exc: BaseException, address: str) -> tuple[int, str] | None:
         return (
             EXIT_UNAVAILABLE,
             f"connection to gateway at {address} failed: {_cause_text(exc)} "
-            f"({hint} do --framed/--compact match its flags?)",
+            f"({hint} do --framed/--compact/--tls-ca match its flags?)",
         )
     return None
 
@@ -273,11 +322,22 @@ def _read(client: Client, queue: str, partition: int, scan: Any, limit: int) -> 
     return messages[:limit]
 
 
-def tail(client: Client, queue: str, partition: int, count: int = DEFAULT_TAIL_COUNT) -> list[Any]:
-    """The ``count`` newest messages of a partition, newest first."""
+def tail(
+    client: Client,
+    queue: str,
+    partition: int,
+    count: int = DEFAULT_TAIL_COUNT,
+    topics: list[str] | None = None,
+) -> list[Any]:
+    """The ``count`` newest messages of a partition (of ``topics`` only, if given), newest
+    first."""
     _check_range("partition", partition, 0, I16_MAX)
     _check_range("count", count, 1, I32_MAX)
-    scan = hqueue_thrift().TMessageScan(reversed=True, caching=min(count, FOLLOW_BATCH))
+    scan = hqueue_thrift().TMessageScan(
+        reversed=True,
+        caching=min(count, FOLLOW_BATCH),
+        topics=[to_bytes(t) for t in topics] if topics else None,
+    )
     return _read(client, queue, partition, scan, count)
 
 

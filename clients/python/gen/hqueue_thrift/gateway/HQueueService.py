@@ -287,6 +287,18 @@ class Iface(object):
         """
         pass
 
+    def authenticate(self, token):
+        """
+        Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+        on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+        deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+
+        Parameters:
+         - token
+
+        """
+        pass
+
     def putMessagesReturningIds(self, queueName, partitionID, tMessages):
         """
         Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
@@ -1363,6 +1375,44 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "balanceCluster failed: unknown result")
 
+    def authenticate(self, token):
+        """
+        Presents an admin token (the gateway's --admin-token-file) for this connection: from then
+        on it may call createQueue, deleteQueue, truncateQueue, disableQueue, enableQueue and
+        deleteSubscriber. A wrong token is IllegalArgument (and is logged).
+
+        Parameters:
+         - token
+
+        """
+        self.send_authenticate(token)
+        self.recv_authenticate()
+
+    def send_authenticate(self, token):
+        self._oprot.writeMessageBegin('authenticate', TMessageType.CALL, self._seqid)
+        args = authenticate_args()
+        args.token = token
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_authenticate(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = authenticate_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
     def putMessagesReturningIds(self, queueName, partitionID, tMessages):
         """
         Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
@@ -1648,6 +1698,7 @@ class Processor(Iface, TProcessor):
         self._processMap["forwardMessages"] = Processor.process_forwardMessages
         self._processMap["listGateways"] = Processor.process_listGateways
         self._processMap["balanceCluster"] = Processor.process_balanceCluster
+        self._processMap["authenticate"] = Processor.process_authenticate
         self._processMap["putMessagesReturningIds"] = Processor.process_putMessagesReturningIds
         self._processMap["findMessagesByKey"] = Processor.process_findMessagesByKey
         self._processMap["resetSubscriber"] = Processor.process_resetSubscriber
@@ -2426,6 +2477,35 @@ class Processor(Iface, TProcessor):
             msg_type = TMessageType.EXCEPTION
             result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
         oprot.writeMessageBegin("balanceCluster", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_authenticate(self, seqid, iprot, oprot):
+        args = authenticate_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = authenticate_result()
+        try:
+            self._handler.authenticate(args.token)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("authenticate", msg_type, seqid)
         result.write(oprot)
         oprot.writeMessageEnd()
         oprot.trans.flush()
@@ -6641,6 +6721,142 @@ class balanceCluster_result(object):
 all_structs.append(balanceCluster_result)
 balanceCluster_result.thrift_spec = (
     (0, TType.I32, 'success', None, None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class authenticate_args(object):
+    """
+    Attributes:
+     - token
+
+    """
+
+
+    def __init__(self, token=None,):
+        self.token = token
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.token = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('authenticate_args')
+        if self.token is not None:
+            oprot.writeFieldBegin('token', TType.STRING, 1)
+            oprot.writeBinary(self.token)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(authenticate_args)
+authenticate_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'token', 'BINARY', None, ),  # 1
+)
+
+
+class authenticate_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('authenticate_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(authenticate_result)
+authenticate_result.thrift_spec = (
+    None,  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )

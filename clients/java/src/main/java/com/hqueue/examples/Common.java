@@ -75,7 +75,8 @@ final class Common {
 
   /** {@code valued} lists the flags that take a value, {@code switches} those that do not. */
   static Options parse(String[] argv, List<String> valued, List<String> switches) throws UsageError {
-    List<String> withValue = new ArrayList<>(List.of("--host", "--port", "--timeout"));
+    List<String> withValue = new ArrayList<>(
+        List.of("--host", "--port", "--timeout", "--tls-ca", "--tls-cert", "--tls-key"));
     withValue.addAll(valued);
     List<String> bare = new ArrayList<>(List.of("--framed", "--compact", "--hex"));
     bare.addAll(switches);
@@ -168,10 +169,16 @@ final class Common {
     /** The gateway at host:port, with the transport, protocol and timeout of the options. */
     Gateway(Options o, String host, int port) throws TTransportException, UsageError {
       int timeoutMs = 1000 * o.intValue("--timeout", 30, 1, 86400);
-      TSocket socket = new TSocket(host, port, timeoutMs);
+      TSocket socket = o.has("--tls-ca") ? Tls.connect(o, host, port, timeoutMs)
+          : new TSocket(host, port, timeoutMs);
+      if (!o.has("--tls-ca") && o.has("--tls-cert")) {
+        throw new UsageError("--tls-cert needs --tls-ca");
+      }
       // TSocket buffers its streams itself: that is the "buffered" transport
       TTransport t = o.has("--framed") ? new TFramedTransport(socket) : socket;
-      t.open();
+      if (!t.isOpen()) { // a TLS socket is connected already
+        t.open();
+      }
       TProtocol p = o.has("--compact") ? new TCompactProtocol(t) : new TBinaryProtocol(t);
       transport = t;
       client = new HQueueService.Client(p);

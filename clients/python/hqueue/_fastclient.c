@@ -1,0 +1,736 @@
+/*
+ * _fastclient: the Python client's hot paths in C, binary protocol only.
+ *
+ * Why: thriftpy2 builds, checks and encodes a TMessage object per message of a put, and a
+ * TMessage and TMessageID per message of a scan reply, which the client then copied into its
+ * own Message: the friendly client spent 3-4 us per message in Python while the gateway needs
+ * well under one. Here a put request is written straight from (topic, value) items, and a scan
+ * reply is read straight into hqueue.Message named tuples. The bytes written are exactly the
+ * bytes thriftpy2 writes for the same call (tests/unit/test_fastclient.py compares them);
+ * hqueue/_purecodec.py is the same codec in Python (HQUEUE_PUREPYTHON=1 selects it).
+ *
+ * setup(Message, MessageID, InvalidArgument)   once, before anything else
+ * encode_put(seqid, queue, partition, messages, base_index) -> bytes
+ * encode_put_lists(seqid, queue, partition, topics, values, base_index) -> bytes
+ * decode_list_reply(buffer) -> (end, [Message]) | 0 (incomplete) | -1 (not a plain list reply)
+ * message_end(buffer) -> end | 0 (incomplete); ValueError when it is not a Thrift message
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+#define MAX_PARTITION 32767
+
+static PyTypeObject *MessageType = NULL;
+static PyTypeObject *MessageIDType = NULL;
+static PyObject *InvalidArgument = NULL;
+
+static PyObject *setup(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *m, *mid, *ia;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyType_Type, &m, &PyType_Type, &mid, &ia))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)m, &PyTuple_Type) ||
+        !PyType_IsSubtype((PyTypeObject *)mid, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "Message and MessageID must be tuple types");
+        return NULL;
+    }
+    Py_INCREF(m);
+    Py_INCREF(mid);
+    Py_INCREF(ia);
+    Py_XSETREF(MessageType, (PyTypeObject *)m);
+    Py_XSETREF(MessageIDType, (PyTypeObject *)mid);
+    Py_XSETREF(InvalidArgument, ia);
+    Py_RETURN_NONE;
+}
+
+static int ready(void)
+{
+    if (MessageType && MessageIDType && InvalidArgument)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "hqueue._fastclient.setup() was not called");
+    return 0;
+}
+
+/* ---- errors naming the argument, as hqueue.client._int and _bytes word them -------------- */
+
+static void invalid(const char *prefix, Py_ssize_t index, const char *field, PyObject *reason)
+{
+    if (!reason)
+        return;
+    PyObject *arg;
+    if (index < 0) /* one argument, not an element of a list */
+        arg = PyUnicode_FromString(prefix);
+    else
+        arg = field ? PyUnicode_FromFormat("%s[%zd].%s", prefix, index, field)
+                    : PyUnicode_FromFormat("%s[%zd]", prefix, index);
+    if (arg) {
+        PyObject *exc = PyObject_CallFunctionObjArgs(InvalidArgument, arg, reason, NULL);
+        if (exc) {
+            PyErr_SetObject(InvalidArgument, exc);
+            Py_DECREF(exc);
+        }
+        Py_DECREF(arg);
+    }
+    Py_DECREF(reason);
+}
+
+/* ---- the put request -------------------------------------------------------------------- */
+
+typedef struct {
+    const char *t, *v;
+    Py_ssize_t tl, vl;
+    int pid; /* -1: none */
+} Item;
+
+typedef struct {
+    Item *items;
+    Py_ssize_t n;
+    PyObject *keep; /* bytes made from bytearray/memoryview items, alive until the end */
+} Items;
+
+/* topic or value: bytes, str (UTF-8) or any buffer (bytearray, memoryview). 0 ok, -1 error */
+static int text(Items *it, PyObject *o, const char **p, Py_ssize_t *n, const char *prefix,
+                Py_ssize_t index, const char *field)
+{
+    if (PyBytes_Check(o)) {
+        *p = PyBytes_AS_STRING(o);
+        *n = PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    if (PyUnicode_Check(o)) {
+        *p = PyUnicode_AsUTF8AndSize(o, n); /* cached in the str, alive as long as it is */
+        return *p ? 0 : -1;
+    }
+    if (PyByteArray_Check(o) || PyMemoryView_Check(o)) {
+        PyObject *b = PyBytes_FromObject(o);
+        if (!b)
+            return -1;
+        if (!it->keep && !(it->keep = PyList_New(0))) {
+            Py_DECREF(b);
+            return -1;
+        }
+        int failed = PyList_Append(it->keep, b) < 0;
+        Py_DECREF(b);
+        if (failed)
+            return -1;
+        *p = PyBytes_AS_STRING(b);
+        *n = PyBytes_GET_SIZE(b);
+        return 0;
+    }
+    invalid(prefix, index, field,
+            PyUnicode_FromFormat("must be bytes or str, got %s", Py_TYPE(o)->tp_name));
+    return -1;
+}
+
+static int partition_of(PyObject *o, int *pid, const char *prefix, Py_ssize_t index)
+{
+    if (o == Py_None) {
+        *pid = -1;
+        return 0;
+    }
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        invalid(prefix, index, "partition",
+                PyUnicode_FromFormat("must be an int, got %s", Py_TYPE(o)->tp_name));
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < 0 || v > MAX_PARTITION) {
+        invalid(prefix, index, "partition",
+                PyUnicode_FromFormat("must be 0..%d, got %S", MAX_PARTITION, o));
+        return -1;
+    }
+    *pid = (int)v;
+    return 0;
+}
+
+static void items_free(Items *it)
+{
+    PyMem_Free(it->items);
+    Py_XDECREF(it->keep);
+}
+
+typedef struct {
+    char *p;
+} W;
+
+static inline void w8(W *w, uint8_t v) { *w->p++ = (char)v; }
+static inline void w16(W *w, int v)
+{
+    w8(w, (uint8_t)((unsigned)v >> 8));
+    w8(w, (uint8_t)v);
+}
+static inline void w32(W *w, int32_t v)
+{
+    uint32_t u = (uint32_t)v;
+    w8(w, (uint8_t)(u >> 24));
+    w8(w, (uint8_t)(u >> 16));
+    w8(w, (uint8_t)(u >> 8));
+    w8(w, (uint8_t)u);
+}
+static inline void wfield(W *w, uint8_t type, int id)
+{
+    w8(w, type);
+    w16(w, id);
+}
+static inline void wbytes(W *w, const char *p, Py_ssize_t n)
+{
+    w32(w, (int32_t)n);
+    memcpy(w->p, p, (size_t)n);
+    w->p += n;
+}
+
+/* The whole CALL of putMessages(queue, msgs) (partition < 0) or putMessagesWithPid(queue,
+ * partition, msgs), as thriftpy2's TClient writes it. */
+static PyObject *write_put(int seqid, const char *queue, Py_ssize_t queue_len, int partition,
+                           Items *it)
+{
+    const char *name = partition < 0 ? "putMessages" : "putMessagesWithPid";
+    Py_ssize_t name_len = (Py_ssize_t)strlen(name);
+    Py_ssize_t size = 8 + name_len + 4 + 3 + 4 + queue_len + (partition < 0 ? 0 : 5) + 8 + 1;
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        Item *m = &it->items[i];
+        if (m->tl > INT32_MAX || m->vl > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a topic or value over 2 GiB");
+            return NULL;
+        }
+        size += 15 + m->tl + m->vl + (m->pid >= 0 && partition < 0 ? 5 : 0);
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, size);
+    if (!out)
+        return NULL;
+    W w = {PyBytes_AS_STRING(out)};
+    w32(&w, (int32_t)0x80010001); /* strict binary, version 1, CALL */
+    wbytes(&w, name, name_len);
+    w32(&w, seqid);
+    wfield(&w, 11, 1); /* queueName */
+    wbytes(&w, queue, queue_len);
+    if (partition >= 0) {
+        wfield(&w, 6, 2); /* partitionID */
+        w16(&w, partition);
+    }
+    wfield(&w, 15, partition < 0 ? 2 : 3); /* tMessages: list<TMessage> */
+    w8(&w, 12);
+    w32(&w, (int32_t)it->n);
+    for (Py_ssize_t i = 0; i < it->n; i++) {
+        Item *m = &it->items[i];
+        if (m->pid >= 0 && partition < 0) {
+            wfield(&w, 6, 2); /* the message's own partitionID */
+            w16(&w, m->pid);
+        }
+        wfield(&w, 11, 3);
+        wbytes(&w, m->t, m->tl);
+        wfield(&w, 11, 4);
+        wbytes(&w, m->v, m->vl);
+        w8(&w, 0);
+    }
+    w8(&w, 0); /* end of the arguments */
+    if (w.p != PyBytes_AS_STRING(out) + size) {
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_SystemError, "_fastclient: put size miscounted");
+        return NULL;
+    }
+    return out;
+}
+
+static int check_partition_arg(int partition)
+{
+    if (partition < -1 || partition > MAX_PARTITION) {
+        PyErr_SetString(PyExc_ValueError, "partition must be -1 (none) or 0..32767");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *encode_put(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int seqid, partition;
+    const char *queue;
+    Py_ssize_t queue_len, base;
+    PyObject *messages;
+    if (!PyArg_ParseTuple(args, "iy#iOn", &seqid, &queue, &queue_len, &partition, &messages,
+                          &base))
+        return NULL;
+    if (!ready() || check_partition_arg(partition) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(messages, "messages must be a sequence");
+    if (!seq)
+        return NULL;
+    Items it = {NULL, PySequence_Fast_GET_SIZE(seq), NULL};
+    PyObject *result = NULL;
+    PyObject **objs = PySequence_Fast_ITEMS(seq);
+    it.items = PyMem_Malloc(sizeof(Item) * (size_t)(it.n ? it.n : 1));
+    if (!it.items) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < it.n; i++) {
+        PyObject *o = objs[i];
+        Py_ssize_t idx = base + i, n;
+        PyObject *t, *v, *p = Py_None;
+        if (PyObject_TypeCheck(o, MessageType) && PyTuple_GET_SIZE(o) >= 3) {
+            t = PyTuple_GET_ITEM(o, 0);
+            v = PyTuple_GET_ITEM(o, 1);
+            p = PyTuple_GET_ITEM(o, 2);
+        } else if ((PyTuple_Check(o) || PyList_Check(o)) && (n = PySequence_Fast_GET_SIZE(o)) >= 2 &&
+                   n <= 3) {
+            PyObject **f = PySequence_Fast_ITEMS(o);
+            t = f[0];
+            v = f[1];
+            if (n == 3)
+                p = f[2];
+        } else {
+            invalid("messages", idx, NULL,
+                    PyUnicode_FromFormat(
+                        "must be a Message or a (topic, value[, partition]) tuple, got %R", o));
+            goto done;
+        }
+        /* the pointers stay valid: seq holds the items (and they their fields) until the
+         * end of this call, and nothing below runs Python code that could change them */
+        Item *m = &it.items[i];
+        if (partition_of(p, &m->pid, "messages", idx) < 0 ||
+            text(&it, t, &m->t, &m->tl, "messages", idx, "topic") < 0 ||
+            text(&it, v, &m->v, &m->vl, "messages", idx, "value") < 0)
+            goto done;
+    }
+    result = write_put(seqid, queue, queue_len, partition, &it);
+done:
+    items_free(&it);
+    Py_DECREF(seq);
+    return result;
+}
+
+static PyObject *encode_put_lists(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int seqid, partition;
+    const char *queue;
+    Py_ssize_t queue_len, base;
+    PyObject *topics, *values;
+    if (!PyArg_ParseTuple(args, "iy#iOOn", &seqid, &queue, &queue_len, &partition, &topics,
+                          &values, &base))
+        return NULL;
+    if (!ready() || check_partition_arg(partition) < 0)
+        return NULL;
+    int one_topic = PyBytes_Check(topics) || PyUnicode_Check(topics);
+    PyObject *vseq = PySequence_Fast(values, "values must be a sequence");
+    if (!vseq)
+        return NULL;
+    PyObject *tseq = NULL, *result = NULL;
+    Items it = {NULL, PySequence_Fast_GET_SIZE(vseq), NULL};
+    if (!one_topic) {
+        tseq = PySequence_Fast(topics, "topics must be a sequence or one topic");
+        if (!tseq)
+            goto done;
+        if (PySequence_Fast_GET_SIZE(tseq) != it.n) {
+            PyObject *exc = PyObject_CallFunction(
+                InvalidArgument, "ss", "topics", "must be one topic or as many as the values");
+            if (exc) {
+                PyErr_SetObject(InvalidArgument, exc);
+                Py_DECREF(exc);
+            }
+            goto done;
+        }
+    }
+    it.items = PyMem_Malloc(sizeof(Item) * (size_t)(it.n ? it.n : 1));
+    if (!it.items) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *t1 = NULL;
+    Py_ssize_t t1l = 0;
+    if (one_topic && text(&it, topics, &t1, &t1l, "topic", -1, NULL) < 0)
+        goto done;
+    PyObject **vs = PySequence_Fast_ITEMS(vseq);
+    PyObject **ts = tseq ? PySequence_Fast_ITEMS(tseq) : NULL;
+    for (Py_ssize_t i = 0; i < it.n; i++) {
+        Item *m = &it.items[i];
+        m->pid = -1;
+        if (one_topic) {
+            m->t = t1;
+            m->tl = t1l;
+        } else if (text(&it, ts[i], &m->t, &m->tl, "topics", base + i, NULL) < 0) {
+            goto done;
+        }
+        if (text(&it, vs[i], &m->v, &m->vl, "values", base + i, NULL) < 0)
+            goto done;
+    }
+    result = write_put(seqid, queue, queue_len, partition, &it);
+done:
+    items_free(&it);
+    Py_XDECREF(tseq);
+    Py_DECREF(vseq);
+    return result;
+}
+
+/* ---- reading replies --------------------------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *buf;
+    Py_ssize_t len, pos;
+    int incomplete; /* a read ran past the end: more bytes may make it whole */
+} R;
+
+static inline int need(R *r, Py_ssize_t n)
+{
+    if (r->pos + n <= r->len)
+        return 1;
+    r->incomplete = 1;
+    return 0;
+}
+
+static inline int32_t be32(const uint8_t *p)
+{
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) |
+                     p[3]);
+}
+
+static inline int64_t be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return (int64_t)v;
+}
+
+/* A string's offset and length. 1 ok, 0 short or bad. */
+static int rstr(R *r, Py_ssize_t *at, Py_ssize_t *n)
+{
+    if (!need(r, 4))
+        return 0;
+    int32_t len = be32(r->buf + r->pos);
+    if (len < 0)
+        return 0;
+    r->pos += 4;
+    if (!need(r, len))
+        return 0;
+    *at = r->pos;
+    *n = len;
+    r->pos += len;
+    return 1;
+}
+
+/* One field header: type (0 = the struct's end) and id. */
+static int rfield(R *r, uint8_t *type, int *id)
+{
+    if (!need(r, 1))
+        return 0;
+    *type = r->buf[r->pos++];
+    if (*type == 0)
+        return 1;
+    if (!need(r, 2))
+        return 0;
+    *id = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+    r->pos += 2;
+    return 1;
+}
+
+static int rskip(R *r, uint8_t t, int depth)
+{
+    if (depth > MAX_DEPTH)
+        return 0;
+    switch (t) {
+    case 2: case 3: return need(r, 1) ? (r->pos += 1, 1) : 0;
+    case 6: return need(r, 2) ? (r->pos += 2, 1) : 0;
+    case 8: return need(r, 4) ? (r->pos += 4, 1) : 0;
+    case 4: case 10: return need(r, 8) ? (r->pos += 8, 1) : 0;
+    case 11: {
+        Py_ssize_t at, n;
+        return rstr(r, &at, &n);
+    }
+    case 12:
+        for (;;) {
+            uint8_t ft;
+            int fid;
+            if (!rfield(r, &ft, &fid))
+                return 0;
+            if (ft == 0)
+                return 1;
+            if (!rskip(r, ft, depth + 1))
+                return 0;
+        }
+    case 14: case 15: {
+        if (!need(r, 5))
+            return 0;
+        uint8_t et = r->buf[r->pos];
+        int32_t n = be32(r->buf + r->pos + 1);
+        if (n < 0)
+            return 0;
+        r->pos += 5;
+        for (int32_t i = 0; i < n; i++)
+            if (!rskip(r, et, depth + 1))
+                return 0;
+        return 1;
+    }
+    case 13: {
+        if (!need(r, 6))
+            return 0;
+        uint8_t kt = r->buf[r->pos], vt = r->buf[r->pos + 1];
+        int32_t n = be32(r->buf + r->pos + 2);
+        if (n < 0)
+            return 0;
+        r->pos += 6;
+        for (int32_t i = 0; i < n; i++)
+            if (!rskip(r, kt, depth + 1) || !rskip(r, vt, depth + 1))
+                return 0;
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* The message header: strict binary only (what thriftpy2 and Apache Thrift servers write).
+ * *mtype gets the message type. 1 ok, 0 short or not ours. */
+static int rheader(R *r, int *mtype)
+{
+    if (!need(r, 4))
+        return 0;
+    uint32_t first = (uint32_t)be32(r->buf);
+    if ((first & 0xffff0000u) != 0x80010000u)
+        return 0;
+    *mtype = (int)(first & 0xff);
+    r->pos = 4;
+    Py_ssize_t at, n;
+    if (!rstr(r, &at, &n) || !need(r, 4))
+        return 0;
+    r->pos += 4; /* seqid: one call at a time per connection, in order */
+    return 1;
+}
+
+static PyObject *message_end(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    R r = {(const uint8_t *)view.buf, view.len, 0, 0};
+    int mtype = 0;
+    int ok = rheader(&r, &mtype) && rskip(&r, 12, 0);
+    PyBuffer_Release(&view);
+    if (ok)
+        return PyLong_FromSsize_t(r.pos);
+    if (r.incomplete)
+        return PyLong_FromLong(0);
+    PyErr_SetString(PyExc_ValueError, "the reply is not a binary-protocol Thrift message");
+    return NULL;
+}
+
+/* 1 ok, 0 short or unusual, -1 Python error */
+static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_ts,
+                    int64_t *last_ts_value)
+{
+    int64_t ts = 0;
+    int seq = 0, pid = -1, have_id = 0;
+    Py_ssize_t t_at = -1, t_len = 0, v_at = -1, v_len = 0;
+    for (;;) {
+        uint8_t ft;
+        int fid = 0;
+        if (!rfield(r, &ft, &fid))
+            return 0;
+        if (ft == 0)
+            break;
+        if (fid == 1 && ft == 12) {
+            int have_ts = 0, have_seq = 0;
+            for (;;) {
+                uint8_t it;
+                int iid = 0;
+                if (!rfield(r, &it, &iid))
+                    return 0;
+                if (it == 0)
+                    break;
+                if (iid == 1 && it == 10) {
+                    if (!need(r, 8))
+                        return 0;
+                    ts = be64(r->buf + r->pos);
+                    r->pos += 8;
+                    have_ts = 1;
+                } else if (iid == 2 && it == 6) {
+                    if (!need(r, 2))
+                        return 0;
+                    seq = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+                    r->pos += 2;
+                    have_seq = 1;
+                } else if (!rskip(r, it, 2)) {
+                    return 0;
+                }
+            }
+            if (!have_ts || !have_seq)
+                return 0; /* a partial id: let thriftpy2 say what it is */
+            have_id = 1;
+        } else if (fid == 2 && ft == 6) {
+            if (!need(r, 2))
+                return 0;
+            pid = (int16_t)((r->buf[r->pos] << 8) | r->buf[r->pos + 1]);
+            r->pos += 2;
+        } else if (fid == 3 && ft == 11) {
+            if (!rstr(r, &t_at, &t_len))
+                return 0;
+        } else if (fid == 4 && ft == 11) {
+            if (!rstr(r, &v_at, &v_len))
+                return 0;
+        } else if (!rskip(r, ft, 1)) {
+            return 0;
+        }
+    }
+    if (t_at < 0 || v_at < 0)
+        return 0;
+    PyObject *topic;
+    const char *tp = (const char *)r->buf + t_at;
+    if (*last_topic && PyBytes_GET_SIZE(*last_topic) == t_len &&
+        memcmp(PyBytes_AS_STRING(*last_topic), tp, (size_t)t_len) == 0) {
+        topic = *last_topic; /* topics repeat: share one object */
+        Py_INCREF(topic);
+    } else {
+        topic = PyBytes_FromStringAndSize(tp, t_len);
+        if (!topic)
+            return -1;
+        Py_XSETREF(*last_topic, topic);
+        Py_INCREF(topic);
+    }
+    PyObject *value = PyBytes_FromStringAndSize((const char *)r->buf + v_at, v_len);
+    PyObject *partition = pid >= 0 ? PyLong_FromLong(pid) : (Py_INCREF(Py_None), Py_None);
+    PyObject *id = Py_None;
+    Py_INCREF(Py_None);
+    if (have_id) {
+        Py_DECREF(Py_None);
+        id = MessageIDType->tp_alloc(MessageIDType, 2);
+        if (id) {
+            PyObject *t;
+            if (*last_ts && *last_ts_value == ts) {
+                t = *last_ts; /* the messages of one millisecond share their timestamp */
+                Py_INCREF(t);
+            } else {
+                t = PyLong_FromLongLong(ts);
+                if (t) {
+                    Py_INCREF(t);
+                    Py_XSETREF(*last_ts, t);
+                    *last_ts_value = ts;
+                }
+            }
+            PyObject *s = PyLong_FromLong(seq);
+            if (!t || !s) {
+                Py_XDECREF(t);
+                Py_XDECREF(s);
+                Py_CLEAR(id);
+            } else {
+                PyTuple_SET_ITEM(id, 0, t);
+                PyTuple_SET_ITEM(id, 1, s);
+            }
+        }
+    }
+    PyObject *m = NULL;
+    if (value && partition && id)
+        m = MessageType->tp_alloc(MessageType, 4);
+    if (!m) {
+        Py_DECREF(topic);
+        Py_XDECREF(value);
+        Py_XDECREF(partition);
+        Py_XDECREF(id);
+        return -1;
+    }
+    PyTuple_SET_ITEM(m, 0, topic);
+    PyTuple_SET_ITEM(m, 1, value);
+    PyTuple_SET_ITEM(m, 2, partition);
+    PyTuple_SET_ITEM(m, 3, id);
+    int failed = PyList_Append(out, m) < 0;
+    Py_DECREF(m);
+    return failed ? -1 : 1;
+}
+
+static PyObject *decode_list_reply(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    if (!ready()) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    R rd = {(const uint8_t *)view.buf, view.len, 0, 0}, *r = &rd;
+    PyObject *out = NULL, *last_topic = NULL, *last_ts = NULL, *result = NULL;
+    int64_t last_ts_value = 0;
+    int mtype = 0, have_list = 0;
+    if (!rheader(r, &mtype))
+        goto stop;
+    if (mtype != 2)
+        goto unusual; /* an EXCEPTION (TApplicationException) */
+    out = PyList_New(0);
+    if (!out)
+        goto error;
+    for (;;) {
+        uint8_t ft;
+        int fid = 0;
+        if (!rfield(r, &ft, &fid))
+            goto stop;
+        if (ft == 0)
+            break;
+        if (fid != 0 || ft != 15)
+            goto unusual; /* a declared exception: thriftpy2 decodes and raises it */
+        if (!need(r, 5))
+            goto stop;
+        if (r->buf[r->pos] != 12)
+            goto unusual;
+        int32_t n = be32(r->buf + r->pos + 1);
+        if (n < 0)
+            goto unusual;
+        r->pos += 5;
+        for (int32_t i = 0; i < n; i++) {
+            int got = rmessage(r, out, &last_topic, &last_ts, &last_ts_value);
+            if (got < 0)
+                goto error;
+            if (got == 0)
+                goto stop;
+        }
+        have_list = 1;
+    }
+    if (!have_list)
+        goto unusual;
+    result = Py_BuildValue("(nO)", r->pos, out);
+    goto done;
+stop:
+    if (r->incomplete) {
+        result = PyLong_FromLong(0);
+        goto done;
+    }
+unusual:
+    result = PyLong_FromLong(-1);
+    goto done;
+error:
+done:
+    Py_XDECREF(out);
+    Py_XDECREF(last_topic);
+    Py_XDECREF(last_ts);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS, "setup(Message, MessageID, InvalidArgument) -> None"},
+    {"encode_put", encode_put, METH_VARARGS,
+     "encode_put(seqid, queue, partition, messages, base_index) -> bytes"},
+    {"encode_put_lists", encode_put_lists, METH_VARARGS,
+     "encode_put_lists(seqid, queue, partition, topics, values, base_index) -> bytes"},
+    {"decode_list_reply", decode_list_reply, METH_VARARGS,
+     "decode_list_reply(buffer) -> (end, [Message]) | 0 | -1"},
+    {"message_end", message_end, METH_VARARGS, "message_end(buffer) -> end | 0"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastclient",
+    "The hqueue client's put encoder and scan decoder (binary protocol).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__fastclient(void)
+{
+    return PyModule_Create(&module);
+}

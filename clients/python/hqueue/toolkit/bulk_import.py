@@ -1,0 +1,304 @@
+"""``hqueue import``: a file of messages into a queue, batched, pipelined and resumable.
+
+How it goes fast: the reader (this thread) parses records and groups them per partition into
+batches; each batch goes to one of ``connections`` sender threads, each with its own
+connection, so several calls are in flight at once while the reader goes on parsing. A
+partition always goes to the same connection, so messages of one partition are stored in the
+order of the file. Records without a partition are batched together and sent with
+``putMessages`` (the gateway picks one random partition per call), round-robin over the
+connections. Requests are encoded straight to bytes (:class:`records.PutEncoder`), not
+through a TMessage object per message.
+
+How it resumes: every acknowledged batch marks its records (by record number) in an
+:class:`AckTracker`; a writer thread keeps a small state file next to the input
+(``FILE.hqimport``) recording how many leading records are acknowledged plus which ones after
+them are (a compressed bitmap of the few batches that completed out of order). It is rewritten
+(atomically) after acknowledgements, and once more when the import stops for any reason.
+``--resume`` skips exactly those records. A batch refused or cut off is never recorded, so
+after a failure (a bad record, a refused batch, a gateway that stopped) ``--resume`` sends
+what was not acknowledged, and nothing twice. The one exception is the importer itself being
+killed with SIGKILL between an acknowledgement and its recording (microseconds): those
+batches would be sent again.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import os
+import queue as queue_mod
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .commands import Client, ToolkitError
+from .records import CsvColumns, PutEncoder, Record, key_field, parse_json_line, read_csv, tmessages
+
+STATE_SUFFIX = ".hqimport"
+STATE_VERSION = 1
+
+
+class AckTracker:
+    """Which records (numbered from 0) are acknowledged: all below ``prefix``, and those
+    marked in ``window`` (one byte per record from ``prefix`` on)."""
+
+    def __init__(self, prefix: int = 0, window: bytes = b"") -> None:
+        self.prefix = prefix
+        self.window = bytearray(window)
+        self.count = prefix + self.window.count(1)
+        self.changed = threading.Event()
+        self._lock = threading.Lock()
+
+    def is_acked(self, n: int) -> bool:
+        i = n - self.prefix
+        return i < 0 or (i < len(self.window) and self.window[i] == 1)
+
+    def ack(self, numbers: Iterable[int]) -> None:
+        with self._lock:
+            w = self.window
+            base = self.prefix
+            for n in numbers:
+                i = n - base
+                if i >= len(w):
+                    w.extend(bytes(i - len(w) + 1))
+                if not w[i]:
+                    w[i] = 1
+                    self.count += 1
+            done = w.find(0)
+            done = len(w) if done < 0 else done
+            if done:
+                del w[:done]
+                self.prefix += done
+        self.changed.set()
+
+    def snapshot(self) -> tuple[int, bytes]:
+        with self._lock:
+            return self.prefix, bytes(self.window.rstrip(b"\x00"))
+
+
+@dataclass
+class StateFile:
+    """The resume state of one input, kept in ``path`` (JSON, rewritten atomically)."""
+
+    path: Path
+    queue: str
+    source: str
+
+    def load(self) -> AckTracker:
+        try:
+            data = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            raise ToolkitError(f"--resume: no state file {self.path} (nothing to resume)") from None
+        except (OSError, ValueError) as exc:
+            raise ToolkitError(f"--resume: cannot read {self.path}: {exc}") from None
+        if data.get("version") != STATE_VERSION:
+            raise ToolkitError(f"--resume: {self.path} is not a state file of this version")
+        if data.get("queue") != self.queue:
+            raise ToolkitError(
+                f"--resume: {self.path} records an import into queue '{data.get('queue')}', "
+                f"not '{self.queue}'"
+            )
+        window = zlib.decompress(base64.b64decode(data.get("acked_after", "")))
+        return AckTracker(int(data["acked"]), window)
+
+    def save(self, tracker: AckTracker, complete: bool = False) -> None:
+        prefix, window = tracker.snapshot()
+        data = {
+            "version": STATE_VERSION,
+            "queue": self.queue,
+            "source": self.source,
+            "acked": prefix,  # records 0..acked-1 are all acknowledged
+            "acked_after": base64.b64encode(zlib.compress(window)).decode("ascii"),
+            "complete": complete,
+        }
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(data) + "\n")
+        os.replace(tmp, self.path)
+
+
+@dataclass
+class Batch:
+    partition: int | None
+    records: list[Record] = field(default_factory=list)
+    numbers: list[int] = field(default_factory=list)
+
+
+@dataclass
+class ImportOptions:
+    batch_size: int = 1000
+    connections: int = 4
+    partition_by_topic: bool = False
+
+
+class _Sender(threading.Thread):
+    """One connection; sends the batches of its queue in order, one call at a time."""
+
+    def __init__(self, importer: Importer, client: Client) -> None:
+        super().__init__(daemon=True)
+        self.importer = importer
+        self.client = client
+        self.batches: queue_mod.Queue[Batch | None] = queue_mod.Queue(maxsize=2)
+
+    def run(self) -> None:
+        imp = self.importer
+        while True:
+            batch = self.batches.get()
+            if batch is None:
+                return
+            if imp.failure is not None:
+                continue  # drain: after a failure nothing more is sent
+            try:
+                imp.send(self.client, batch)
+            except BaseException as exc:
+                imp.fail(exc)
+                continue
+            imp.tracker.ack(batch.numbers)
+            imp.progress(len(batch.numbers))
+
+
+class Importer:
+    def __init__(
+        self,
+        clients: list[Client],
+        queue: str,
+        options: ImportOptions,
+        tracker: AckTracker,
+        progress: Callable[[int], None],
+        partitions: int,
+        binary: bool = True,
+    ) -> None:
+        self.queue = queue.encode()
+        self.options = options
+        self.tracker = tracker
+        self.progress = progress
+        self.partitions = partitions
+        self.failure: BaseException | None = None
+        self._encoder = PutEncoder() if binary else None
+        self._senders = [_Sender(self, c) for c in clients]
+        self._next = 0
+
+    def fail(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+
+    def send(self, client: Client, batch: Batch) -> None:
+        if self._encoder is None:  # the compact protocol: through thriftpy2's objects
+            messages = tmessages(batch.records)
+            if batch.partition is None:
+                client.putMessages(self.queue, messages)
+            else:
+                client.putMessagesWithPid(self.queue, batch.partition, messages)
+            return
+        trans = client._oprot.trans
+        trans.write(self._encoder.encode(self.queue, batch.partition, batch.records))
+        trans.flush()
+        client._recv("putMessages" if batch.partition is None else "putMessagesWithPid")
+
+    def _dispatch(self, batch: Batch) -> None:
+        if batch.partition is None:
+            sender = self._senders[self._next % len(self._senders)]
+            self._next += 1
+        else:
+            sender = self._senders[batch.partition % len(self._senders)]
+        while self.failure is None:  # a full queue waits, unless the import already failed
+            with contextlib.suppress(queue_mod.Full):
+                sender.batches.put(batch, timeout=0.2)
+                return
+
+    def run(self, records: Iterator[tuple[int, Record]]) -> int:
+        """Sends every record not yet acknowledged; returns how many were sent. Raises the
+        first failure (a bad record, a refused batch, a broken connection) after the calls
+        in flight have ended."""
+        for s in self._senders:
+            s.start()
+        pending: dict[int | None, Batch] = {}
+        size = self.options.batch_size
+        by_topic = self.options.partition_by_topic
+        sent = 0
+        read_error: BaseException | None = None
+        try:
+            for n, record in records:
+                if self.failure is not None:
+                    break
+                p = record.partition
+                if p is None and by_topic:
+                    p = zlib.crc32(record.topic) % self.partitions
+                batch = pending.get(p)
+                if batch is None:
+                    batch = pending[p] = Batch(p)
+                batch.records.append(record)
+                batch.numbers.append(n)
+                sent += 1
+                if len(batch.records) >= size:
+                    del pending[p]
+                    self._dispatch(batch)
+        except (ToolkitError, UnicodeDecodeError, OSError) as exc:
+            read_error = exc  # what came before the bad record is still sent
+        finally:
+            for batch in pending.values():
+                self._dispatch(batch)
+            for s in self._senders:
+                s.batches.put(None)
+            for s in self._senders:
+                s.join()
+        if self.failure is not None:
+            raise self.failure
+        if read_error is not None:
+            raise read_error
+        return sent
+
+
+def state_path(source: str, given: str | None) -> Path | None:
+    if given is not None:
+        return Path(given)
+    if source == "-":
+        return None  # stdin: only with --state
+    return Path(source + STATE_SUFFIX)
+
+
+def count_records(path: str) -> int | None:
+    """Lines in a regular file, counted fast (the progress bar's total); None for stdin."""
+    if path == "-":
+        return None
+    count = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (last != b"\n")
+
+
+def read_records(
+    path: str, fmt: str, columns: CsvColumns, keys: bool, skip: Callable[[int], bool]
+) -> tuple[Iterator[tuple[int, Record]], IO[Any]]:
+    """((record number from 0, record) of the input, except those ``skip`` names; the stream
+    to close). Skipped JSON lines are not even parsed."""
+    if fmt == "csv":
+        if path == "-":
+            stream: IO[Any] = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
+        else:
+            stream = open(path, encoding="utf-8", newline="")  # noqa: SIM115 - returned
+        rows = read_csv(stream, columns, keys)
+        return ((n, r) for n, r in enumerate(rows) if not skip(n)), stream
+    binary: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+
+    def jsonl() -> Iterator[tuple[int, Record]]:
+        for n, line in enumerate(binary):
+            if skip(n):
+                continue
+            if not line.strip():
+                raise ToolkitError(f"line {n + 1}: empty line (every line must hold a message)")
+            yield n, parse_json_line(line, n + 1, keys)
+
+    return jsonl(), binary
+
+
+def keys_supported() -> bool:
+    return key_field() is not None

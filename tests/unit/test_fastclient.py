@@ -1,0 +1,295 @@
+"""The client's codec (hqueue/_fastclient.c and its twin hqueue/_purecodec.py) writes and reads
+exactly what thriftpy2 does, and both implementations agree, error messages included."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hqueue import (  # type: ignore[attr-defined]
+    Connection,
+    InvalidArgument,
+    Message,
+    MessageID,
+    ServerError,
+    TransportError,
+    _fastclient,
+    _purecodec,
+    codec,
+    fastpath,
+)
+from hqueue.protocol import hqueue_thrift
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from thriftpy2.protocol.cybin import TCyBinaryProtocol
+from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport import TCyMemoryBuffer
+
+T = hqueue_thrift()
+IMPLS = [_fastclient, _purecodec]
+for _impl in IMPLS:
+    _impl.setup(Message, MessageID, InvalidArgument)
+
+
+@pytest.fixture(params=IMPLS, ids=["c", "python"])
+def impl(request: Any) -> ModuleType:
+    return request.param  # type: ignore[no-any-return]
+
+
+def thrift_bytes(kind: int, method: str, payload: Any) -> bytes:
+    """What thriftpy2's Cython binary protocol (the client's default) writes."""
+    buf = TCyMemoryBuffer()
+    proto = TCyBinaryProtocol(buf)
+    proto.write_message_begin(method, kind, 0)
+    payload.write(proto)
+    proto.write_message_end()
+    proto.trans.flush()
+    return buf.getvalue()  # type: ignore[no-any-return]
+
+
+def thrift_put(queue: bytes, partition: int | None, tmessages: list[Any]) -> bytes:
+    if partition is None:
+        args = T.HQueueService.putMessages_args(queueName=queue, tMessages=tmessages)
+        return thrift_bytes(TMessageType.CALL, "putMessages", args)
+    args = T.HQueueService.putMessagesWithPid_args(
+        queueName=queue, partitionID=partition, tMessages=tmessages
+    )
+    return thrift_bytes(TMessageType.CALL, "putMessagesWithPid", args)
+
+
+def as_bytes(x: bytes | str) -> bytes:
+    return x.encode() if isinstance(x, str) else x
+
+
+texts = st.binary(max_size=40) | st.text(max_size=20)
+pids = st.none() | st.integers(0, 32767)
+items = st.one_of(
+    st.tuples(texts, texts),
+    st.tuples(texts, texts, pids),
+    st.builds(Message, texts, texts, pids),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(items, max_size=25), pids, st.binary(min_size=1, max_size=30))
+def test_put_is_byte_for_byte_thriftpy2(batch: list[Any], partition: Any, queue: bytes) -> None:
+    expected = []
+    for item in batch:
+        topic, value = as_bytes(item[0]), as_bytes(item[1])
+        own = item[2] if len(item) >= 3 else None
+        expected.append(
+            T.TMessage(topic=topic, value=value, partitionID=own if partition is None else None)
+        )
+    want = thrift_put(queue, partition, expected)
+    pid = -1 if partition is None else partition
+    for impl in IMPLS:
+        assert impl.encode_put(0, queue, pid, batch, 0) == want
+        assert impl.encode_put(0, queue, pid, tuple(batch), 0) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(texts, max_size=25), st.booleans(), pids)
+def test_put_lists_is_byte_for_byte_thriftpy2(values: list[Any], one: bool, partition: Any) -> None:
+    topics: Any = b"topic" if one else [b"t%d" % i for i in range(len(values))]
+    expected = [
+        T.TMessage(topic=b"topic" if one else b"t%d" % i, value=as_bytes(v))
+        for i, v in enumerate(values)
+    ]
+    want = thrift_put(b"q", partition, expected)
+    pid = -1 if partition is None else partition
+    for impl in IMPLS:
+        assert impl.encode_put_lists(0, b"q", pid, topics, values, 0) == want
+
+
+def test_put_takes_buffers_and_lists(impl: ModuleType) -> None:
+    got = impl.encode_put(0, b"q", 3, [[bytearray(b"t"), memoryview(b"v")], ["t", "v", 1]], 0)
+    assert got == thrift_put(b"q", 3, [T.TMessage(topic=b"t", value=b"v")] * 2)
+
+
+SHAPE = "must be a Message or a (topic, value[, partition]) tuple, got "
+BAD_ITEMS = [
+    ([(b"t", b"v"), 5], "messages[1]", SHAPE + "5"),
+    ([(b"t",)], "messages[0]", SHAPE + "(b't',)"),
+    ([(1, b"v")], "messages[0].topic", "must be bytes or str, got int"),
+    ([(b"t", None)], "messages[0].value", "must be bytes or str, got NoneType"),
+    ([(b"t", b"v", True)], "messages[0].partition", "must be an int, got bool"),
+    ([(b"t", b"v", 32768)], "messages[0].partition", "must be 0..32767, got 32768"),
+    ([Message(b"t", b"v", partition=-1)], "messages[0].partition", "must be 0..32767, got -1"),
+    ([(b"t", b"v", 2**70)], "messages[0].partition", f"must be 0..32767, got {2**70}"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("batch", "argument", "message"), BAD_ITEMS)
+def test_bad_items_name_the_argument(
+    impl: ModuleType, batch: list[Any], argument: str, message: str
+) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        impl.encode_put(0, b"q", -1, batch, 0)
+    assert (info.value.argument, info.value.message) == (argument, message)
+
+
+def test_bad_lists_name_the_argument(impl: ModuleType) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        impl.encode_put_lists(0, b"q", -1, [b"a"], [b"1", b"2"], 0)
+    assert info.value.argument == "topics"
+    with pytest.raises(InvalidArgument) as info:
+        impl.encode_put_lists(0, b"q", -1, b"t", [b"1", 2], 1000)
+    assert info.value.argument == "values[1001]"
+    assert info.value.message == "must be bytes or str, got int"
+    with pytest.raises(InvalidArgument) as info:
+        impl.encode_put_lists(0, b"q", -1, [b"a", None], [b"1", b"2"], 0)
+    assert info.value.argument == "topics[1]"
+    with pytest.raises(ValueError, match="partition"):
+        impl.encode_put(0, b"q", 40000, [], 0)
+    with pytest.raises(TypeError):
+        impl.encode_put(0, b"q", -1, 7, 0)
+
+
+# -- replies -------------------------------------------------------------------------------
+
+tmessages = st.lists(
+    st.builds(
+        lambda t, v, p, ts, seq: T.TMessage(
+            topic=t, value=v, partitionID=p, id=T.TMessageID(ts, seq)
+        ),
+        st.binary(min_size=1, max_size=20),
+        st.binary(max_size=200),
+        st.integers(0, 32767),
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 32767),
+    ),
+    max_size=30,
+)
+
+
+def list_reply(msgs: list[Any]) -> bytes:
+    result = T.HQueueService.messageScannerGetList_result(success=msgs)
+    return thrift_bytes(TMessageType.REPLY, "messageScannerGetList", result)
+
+
+def expected(msgs: list[Any]) -> list[Message]:
+    return [
+        Message(m.topic, m.value, m.partitionID, MessageID(m.id.timestamp, m.id.sequenceID))
+        for m in msgs
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(tmessages, st.integers(0, 10_000))
+def test_list_replies_decode_like_thriftpy2(msgs: list[Any], cut: int) -> None:
+    data = list_reply(msgs)
+    for impl in IMPLS:
+        end, got = impl.decode_list_reply(data + b"\x80\x01next")
+        assert end == len(data)
+        assert got == expected(msgs)
+        assert all(type(m) is Message and type(m.id) is MessageID for m in got)
+        assert impl.message_end(data) == len(data)
+        if cut < len(data):
+            assert impl.decode_list_reply(data[:cut]) == 0
+            assert impl.message_end(data[:cut]) == 0
+
+
+def test_odd_messages_decode_too(impl: ModuleType) -> None:
+    # no id, no partition, an unknown field: still what thriftpy2 would give
+    data = list_reply([T.TMessage(topic=b"t", value=b"v")])
+    assert impl.decode_list_reply(data) == (len(data), [Message(b"t", b"v")])
+
+
+def test_exceptions_are_left_to_thriftpy2(impl: ModuleType) -> None:
+    ia = T.HQueueService.messageScannerGetList_result(ia=T.IllegalArgument(message="id: gone"))
+    data = thrift_bytes(TMessageType.REPLY, "messageScannerGetList", ia)
+    assert impl.decode_list_reply(data) == -1
+    assert impl.message_end(data) == len(data)
+    with pytest.raises(T.IllegalArgument):
+        fastpath.generic("messageScannerGetList", data)
+    app = thrift_bytes(
+        TMessageType.EXCEPTION,
+        "messageScannerGetList",
+        TApplicationException(TApplicationException.INTERNAL_ERROR, "boom"),
+    )
+    assert impl.decode_list_reply(app) == -1
+    assert impl.message_end(app) == len(app)
+    with pytest.raises(ValueError):
+        impl.message_end(b"GET / HTTP/1.1\r\n\r\n")
+    assert impl.decode_list_reply(b"GET / HTTP/1.1\r\n\r\n") == -1
+
+
+def test_get_list_request_is_thriftpy2s() -> None:
+    args = T.HQueueService.messageScannerGetList_args(id=123456, nbMessages=1000)
+    assert codec.encode_get_list(0, 123456, 1000) == thrift_bytes(
+        TMessageType.CALL, "messageScannerGetList", args
+    )
+
+
+def test_the_switch_selects_the_twin() -> None:
+    code = "import hqueue.codec as c; print(c.NATIVE, c.impl.__name__)"
+    env = dict(os.environ)
+    for value, want in (("1", "False hqueue._purecodec"), ("", "True hqueue._fastclient")):
+        env["HQUEUE_PUREPYTHON"] = value
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True, timeout=60)  # fmt: skip
+        assert out.stdout.strip() == want
+
+
+# -- the channel: whole replies off a socket, in pieces ------------------------------------
+
+
+class _Client:
+    def close(self) -> None:
+        pass
+
+
+def _serve(sock: socket.socket, chunks: list[bytes]) -> None:
+    for c in chunks:
+        sock.sendall(c)
+
+
+@pytest.mark.parametrize("framed", [False, True])
+def test_channel_reads_replies_in_pieces_and_maps_errors(framed: bool) -> None:
+    a, b = socket.socketpair()
+    a.settimeout(5)
+    conn = Connection("127.0.0.1", 1)
+    conn._client = _Client()
+    ch = fastpath.Channel(a, framed)
+
+    def frame(data: bytes) -> bytes:
+        return len(data).to_bytes(4, "big") + data if framed else data
+
+    msgs = [T.TMessage(topic=b"t", value=b"x" * 50, partitionID=1, id=T.TMessageID(5, i))
+            for i in range(100)]  # fmt: skip
+
+    def put_reply(**result: Any) -> bytes:
+        payload = T.HQueueService.putMessages_result(**result)
+        return frame(thrift_bytes(TMessageType.REPLY, "putMessages", payload))
+
+    ok = frame(list_reply(msgs))
+    void = put_reply()
+    bad = put_reply(ia=T.IllegalArgument(message="tMessages[3].topic: must be 1..255 bytes, got 0"))
+    io = put_reply(io=T.IOError(message="disk"))
+    stream = ok + void + bad + io + ok
+    pieces = [stream[i : i + 777] for i in range(0, len(stream), 777)]
+    t = threading.Thread(target=_serve, args=(b, pieces))
+    t.start()
+    got = fastpath.call(conn, ch, "messageScannerGetList", b"", fastpath.list_reply)
+    assert got == expected(msgs)
+    assert fastpath.call(conn, ch, "putMessages", b"", fastpath.void_reply) is None
+    with pytest.raises(InvalidArgument) as info:
+        fastpath.call(conn, ch, "putMessages", b"", fastpath.void_reply)
+    assert info.value.argument == "tMessages[3].topic"
+    with pytest.raises(ServerError, match="disk"):
+        fastpath.call(conn, ch, "putMessages", b"", fastpath.void_reply)
+    assert conn.is_open  # an answer, even a refusal, keeps the connection
+    assert len(fastpath.call(conn, ch, "messageScannerGetList", b"", fastpath.list_reply)) == 100
+    t.join()
+    b.sendall(b"\x00\x00\x00\x07garbage" if framed else b"garbage that is no thrift")
+    with pytest.raises(TransportError):
+        fastpath.call(conn, ch, "putMessages", b"", fastpath.void_reply)
+    assert not conn.is_open  # out of step: never reused
+    b.close()
+    a.close()
