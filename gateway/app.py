@@ -22,6 +22,7 @@ from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor
 from .cluster.member import Hooks
 from .httpd import metrics_app, serve_wsgi
+from .keys import MessageExtras
 from .metrics import GatewayStats
 from .monitor import Monitor
 from .scanners import ScannerRegistry
@@ -33,6 +34,7 @@ from .store.memory import MemoryStore
 from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
+from .subscriptions.retry import DeadLetterWriter
 from .subscriptions.service import SubscriptionService
 from .subscriptions.workers import PushOptions, WorkerManager
 from .tls import TLSConfig, client_context, server_context
@@ -102,6 +104,7 @@ class Gateway:
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
+        self.extras: MessageExtras | None = None
         self.server: ThriftServer | None = None
         self.stats: GatewayStats | None = None
         self.monitor: Monitor | None = None
@@ -175,9 +178,18 @@ class Gateway:
                 binary=not self.config.compact,
                 max_value_bytes=self.config.max_value_bytes,
             )
-            self.service.subscriptions = SubscriptionService(self.store, registry, thrift)
+            # issue 13: message keys/properties, and dead letters written through the service
+            self.extras = MessageExtras(self.store, sweep_interval=self.config.ttl_sweep_interval)
+            self.extras.start()
+            self.service.extras = self.extras
+            self.service.subscriptions = SubscriptionService(
+                self.store, registry, thrift, self.push, self.extras
+            )
             self.service.subscriptions.subscriber_hosts = frozenset(self.config.subscriber_hosts)
             self.service.after_put = self.push.notify_put
+            self.push.dead_letter = DeadLetterWriter(
+                self.store, self.service.put_internal, self.extras
+            )
             self._guard_namespace(advertise)
             if self.config.clustered:
                 self._join_cluster(thrift, advertise)
@@ -232,6 +244,8 @@ class Gateway:
             self.namespace_lease.stop()
         if self.push is not None:
             self.push.stop()
+        if self.extras is not None:
+            self.extras.stop()
         self.scanners.stop()
         self.store.stop()
         log.info("stopped")

@@ -147,6 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how often push progress is written to the registry (default %(default)s)",
     )
+    # -- consumers (issue 13) --
+    sub.add_argument(
+        "--ack-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="pulled messages not acknowledged within this are delivered again "
+        "(default %(default)s)",
+    )
+    sub.add_argument(
+        "--pull-lease",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a pull member that has not pulled for this long leaves its group "
+        "(default %(default)s)",
+    )
     ops = p.add_argument_group("operating it (HTTP on --host; off unless a port is given)")
     ops.add_argument(
         "--metrics-port",
@@ -276,6 +293,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "request_timeout",
         "send_timeout",
         "cluster_move_wait",
+        "ack_timeout",
+        "pull_lease",
     ):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0 seconds")
@@ -364,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 backoff_max=args.push_backoff_max,
             ),
             checkpoint_interval=args.checkpoint_interval,
+            ack_timeout=args.ack_timeout,
+            pull_lease=args.pull_lease,
         ),
         metrics_port=args.metrics_port,
         console_port=args.console_port,

@@ -20,7 +20,9 @@ import gevent
 from . import validation
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
-from .rowkey import MAX_SEQUENCE, MessageId, consecutive_keys
+from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
+from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, consecutive_keys
+from .rowkey import encode as encode_key
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 
@@ -64,6 +66,8 @@ class GatewayService:
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
         self.subscriptions: SubscriptionService | None = None
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
+        # Set by the gateway: message keys and properties (gateway.keys).
+        self.extras: MessageExtras | None = None
         # Set when metrics or the console run: counted once per call (only the byte counts
         # look at each message: a sum of lengths in C).
         self.stats: GatewayStats | None = None
@@ -90,8 +94,16 @@ class GatewayService:
         self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
 
     def _put(
-        self, raw_queue: Any, raw_pid: Any, messages: Any, argument: str, forwarded: bool = False
-    ) -> None:
+        self,
+        raw_queue: Any,
+        raw_pid: Any,
+        messages: Any,
+        argument: str,
+        forwarded: bool = False,
+        want_ids: bool = False,
+    ) -> list[tuple[int, int, int]]:
+        """Stores the messages; with ``want_ids`` their (partition, timestamp, sequence), in
+        order (else [])."""
         meta = self._queue(raw_queue, writable=True)
         if messages is None or (argument == "tMessage" and messages[0] is None):
             raise InvalidArgument(argument, "must be set")
@@ -100,6 +112,8 @@ class GatewayService:
         forced = None if raw_pid is None else validation.partition(raw_pid, n_partitions)
         default = forced if forced is not None else self._any_partition(meta)
         groups: dict[int, tuple[list[bytes], list[bytes]]] = {}
+        extras: dict[int, dict[int, Extras]] = {}  # partition -> index in group -> extras
+        where: list[tuple[int, int]] = []  # per message: (partition, index in its group)
         max_value = self.limits.max_value_bytes
         single = argument == "tMessage"
         for i, m in enumerate(messages):
@@ -121,9 +135,19 @@ class GatewayService:
             group = groups.get(pid)
             if group is None:
                 group = groups[pid] = ([], [])
+            key, props = getattr(m, "key", None), getattr(m, "properties", None)
+            if key is not None or props:
+                extra = check_extras(key, props, self._where(argument, i, single, ""))
+                extras.setdefault(pid, {})[len(group[0])] = extra
+            where.append((pid, len(group[0])))
             group[0].append(topic)
             group[1].append(value)
-        self._store(meta, [(pid, t, v) for pid, (t, v) in groups.items()], forwarded)
+        firsts = self._store(
+            meta, [(pid, t, v) for pid, (t, v) in groups.items()], forwarded, extras, want_ids
+        )
+        if not want_ids:
+            return []
+        return [(pid, *_nth_id(firsts[pid], n)) for pid, n in where]
 
     def put_raw(
         self,
@@ -163,22 +187,58 @@ class GatewayService:
         meta: QueueMeta,
         groups: list[tuple[int, list[bytes], list[bytes]]],
         forwarded: bool = False,
-    ) -> None:
+        extras: dict[int, dict[int, Extras]] | None = None,
+        want_ids: bool = False,
+    ) -> dict[int, tuple[int, int]]:
+        """Stores each group on its partition; the first id of each partition's group."""
         if self.cluster is not None:
-            self._store_in_cluster(meta, groups, forwarded)
-            return
+            if extras or want_ids:
+                # a hop to the owner carries topics and values only (forwardMessages)
+                for pid, _, values in groups:
+                    if values and self.cluster.route(meta.name, pid, forwarded=forwarded):
+                        raise StoreError(
+                            f"partition {pid} of '{meta.name}' is owned by another gateway: "
+                            "put messages with keys or properties, or asking for their ids, "
+                            "to the owner (getQueueLocations)"
+                        )
+            return self._store_in_cluster(meta, groups, forwarded, extras)
         batches = []
+        firsts = {}
         for pid, topics, values in groups:
             if not values:
                 continue
             ts, seq = self._allocator(meta, pid).allocate(len(values))
+            firsts[pid] = (ts, seq)
             batches.append(
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
             self._write(meta, batches)
+            self._save_extras(meta, firsts, extras)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
+        return firsts
+
+    def put_internal(
+        self, meta: QueueMeta, partition: int, messages: list[tuple[bytes, bytes, Extras]]
+    ) -> list[tuple[int, int]]:
+        """A put by the gateway itself (dead letters): ids of the messages, in order."""
+        extras = {partition: {i: ex for i, (_, _, ex) in enumerate(messages) if ex}}
+        firsts = self._store(
+            meta,
+            [(partition, [m[0] for m in messages], [m[1] for m in messages])],
+            extras=extras,
+            want_ids=True,
+        )
+        return consecutive_ids(*firsts[partition], len(messages)) if messages else []
+
+    def putMessagesReturningIds(
+        self, queueName: Any, partitionID: Any, tMessages: Any
+    ) -> list[Any]:
+        pid = None if partitionID == -1 else partitionID
+        placed = self._put(queueName, pid, tMessages, "tMessages", want_ids=True)
+        mid = self._t.TMessageID
+        return [mid(ts, seq) for _, ts, seq in placed]
 
     def _write(self, meta: QueueMeta, batches: list[PutBatch]) -> None:
         """``store.put``, timed and counted when metrics run (puts forwarded to another
@@ -201,9 +261,12 @@ class GatewayService:
         meta: QueueMeta,
         groups: list[tuple[int, list[bytes], list[bytes]]],
         forwarded: bool,
-    ) -> None:
+        extras: dict[int, dict[int, Extras]] | None = None,
+    ) -> dict[int, tuple[int, int]]:
         """Writes the groups of partitions owned here, forwards the others to their owners
-        (at the same time), and returns once every one of them is acknowledged."""
+        (at the same time), and returns once every one of them is acknowledged; the first id
+        of each local group."""
+        firsts: dict[int, tuple[int, int]] = {}
         cluster, forwarder = self.cluster, self.forwarder
         assert cluster is not None and forwarder is not None
         name = meta.name
@@ -225,6 +288,7 @@ class GatewayService:
                         owned.enter_context(cluster.writing(name, pid))
                         alloc = self._allocator(meta, pid)
                         ts, seq = alloc.allocate(len(values))
+                        firsts[pid] = (ts, seq)
                         last = alloc.last
                         assert last is not None
                         cluster.check_id(last.timestamp)
@@ -233,6 +297,7 @@ class GatewayService:
                     self._write(meta, batches)
                 for b in batches:
                     cluster.count_put(name, b.partition, len(b.keys))
+                self._save_extras(meta, firsts, extras)
                 if self.after_put is not None:
                     self.after_put(name, [b.partition for b in batches])
         finally:
@@ -240,6 +305,20 @@ class GatewayService:
         for hop in hops:
             if hop.value is not None:
                 raise hop.value
+        return firsts
+
+    def _save_extras(
+        self,
+        meta: QueueMeta,
+        firsts: dict[int, tuple[int, int]],
+        extras: dict[int, dict[int, Extras]] | None,
+    ) -> None:
+        if extras and self.extras is not None:
+            for pid, by_index in extras.items():
+                if pid in firsts and by_index:
+                    self.extras.save(
+                        meta, pid, ((_nth_id(firsts[pid], n), ex) for n, ex in by_index.items())
+                    )
 
     def own(self, queue: str, partition: int, floor_ms: int) -> None:
         """This gateway became the partition's owner: its ids start at or above ``floor_ms``
@@ -366,16 +445,51 @@ class GatewayService:
         return ScanSpec(start, stop, topics, reverse, caching)
 
     def messageScannerGet(self, id: Any) -> Any:
-        got = self._read(self.scanners.get(id), 1)
-        return got.to_messages(self._t)[0] if got.rows else self._t.TMessage()
+        scanner = self.scanners.get(id)
+        got = self._read(scanner, 1)
+        return self._with_extras(scanner.queue, got)[0] if got.rows else self._t.TMessage()
 
-    def messageScannerGetList(self, id: Any, nbMessages: Any) -> MessageRows:
-        """The next messages, as rows the Thrift boundary encodes as ``list<TMessage>``."""
+    def messageScannerGetList(self, id: Any, nbMessages: Any) -> MessageRows | list[Any]:
+        """The next messages, as rows the Thrift boundary encodes as ``list<TMessage>`` (as
+        TMessage objects when the queue has messages with keys or properties)."""
         n = validation.batch_size(nbMessages, self.limits.max_list_messages)
-        got = self._read(self.scanners.get(id), n)
+        scanner = self.scanners.get(id)
+        got = self._read(scanner, n)
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
+            return got
+        if self.extras is not None and self.extras.has_any(scanner.queue):
+            return self._with_extras(scanner.queue, got)
         return got
+
+    def _with_extras(self, queue: str, got: MessageRows) -> list[Any]:
+        messages = got.to_messages(self._t)
+        if self.extras is not None and self.extras.has_any(queue):
+            for m in messages:
+                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
+                if ex:
+                    m.key = ex.key
+                    m.properties = ex.properties or None
+        return messages
+
+    def findMessagesByKey(self, queueName: Any, key: Any, limit: Any) -> list[Any]:
+        meta = self._queue(queueName)
+        if isinstance(key, str):
+            key = key.encode()
+        if not isinstance(key, bytes) or not 0 < len(key) <= MAX_KEY_BYTES:
+            raise InvalidArgument("key", f"must be 1..{MAX_KEY_BYTES} bytes")
+        n = validation.batch_size(limit, self.limits.max_list_messages, "limit")
+        if self.extras is None:
+            return []
+        out = []
+        for pid, (ts, seq) in self.extras.lookup(meta, key, n):
+            at = encode_key(pid, ts, seq)
+            rows = self.store.scan(
+                meta, pid, at, at + b"\x00", reverse=False, topics=None, limit=1
+            ).rows
+            if rows:
+                out.extend(self._with_extras(meta.name, MessageRows(pid, rows)))
+        return out
 
     def _read(self, scanner: Scanner, n: int) -> MessageRows:
         if scanner.busy:
@@ -497,6 +611,24 @@ class GatewayService:
     def listSubscribers(self, queueName: Any) -> list[Any]:
         return self._subs().list(self._queue(queueName, enabled=False))
 
+    def resetSubscriber(self, queueName: Any, subscriberName: Any, timestampMs: Any) -> None:
+        self._subs().reset(self._queue(queueName, enabled=False), subscriberName, timestampMs)
+
+    def pullMessages(
+        self, queueName: Any, subscriberName: Any, memberID: Any, maxMessages: Any, maxWaitMs: Any
+    ) -> list[Any]:
+        return self._subs().pull(
+            self._queue(queueName), subscriberName, memberID, maxMessages, maxWaitMs
+        )
+
+    def ackMessages(self, queueName: Any, subscriberName: Any, memberID: Any, upTo: Any) -> None:
+        self._subs().ack(self._queue(queueName, enabled=False), subscriberName, memberID, upTo)
+
+    def replayDeadLetters(self, queueName: Any, subscriberName: Any) -> int:
+        return self._subs().replay_dead_letters(
+            self._queue(queueName, enabled=False), subscriberName
+        )
+
     def _subs(self) -> SubscriptionService:
         if self.subscriptions is None:
             raise StoreError("subscriptions are not running on this gateway")
@@ -517,6 +649,12 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+
+
+def _nth_id(first: tuple[int, int], n: int) -> tuple[int, int]:
+    """The n-th of the consecutive ids starting at ``first``."""
+    span = MAX_SEQUENCE + 1
+    return first[0] + (first[1] + n) // span, (first[1] + n) % span
 
 
 def _required_pid(raw: Any) -> Any:

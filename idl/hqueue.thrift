@@ -26,7 +26,11 @@ struct TMessage {
   1: optional TMessageID id,
   2: optional i16 partitionID,
   3: binary topic,
-  4: binary value
+  4: binary value,
+  /** Set by the producer (1..255 bytes): findMessagesByKey finds the message by it. */
+  5: optional binary key,
+  /** User properties; the gateway adds dlq.* to dead letters. */
+  6: optional map<string, binary> properties
 }
 
 /**
@@ -69,6 +73,26 @@ struct TSubscribedPartition {
 }
 
 /**
+ * How a push subscriber's failed deliveries are retried: a failed batch again after
+ * firstBackoffMs, doubling up to maxBackoffMs, then one message at a time; a message that failed
+ * maxAttempts times goes to the dead-letter queue <queue>.dlq.<subscriber> and delivery goes on.
+ * Defaults: 16 attempts, 100 ms, 10000 ms. maxAttempts 0 = retry forever (never dead-letter).
+ */
+struct TRetryPolicy {
+  1: optional i32 maxAttempts,
+  2: optional i32 firstBackoffMs,
+  3: optional i32 maxBackoffMs
+}
+
+/** A member of a consumer group (a shared subscriber) and the partitions it has now. */
+struct TGroupMember {
+  1: Text memberID,
+  /** host:port of a push member; unset for a pull member. */
+  2: optional Text address,
+  3: list<i16> partitions
+}
+
+/**
  * What a subscriber wants: no topics = every topic, no partitions = every partition. A partition
  * without a start resumes after its stored checkpoint, or takes only messages written from now
  * on when the subscriber has none yet.
@@ -76,7 +100,12 @@ struct TSubscribedPartition {
 struct TSubscription {
   1: Text name,
   2: optional list<Text> topics,
-  3: optional list<TSubscribedPartition> partitions
+  3: optional list<TSubscribedPartition> partitions,
+  4: optional TRetryPolicy retryPolicy,
+  /** At most this many messages per consumeMessages call (default: the gateway's). */
+  5: optional i32 maxBatchMessages,
+  /** A consumer group: every process subscribing under this name shares the partitions. */
+  6: optional bool shared
 }
 
 /** One partition of a subscriber as the toolkit shows it. lagSeconds is in seconds. */
@@ -94,7 +123,13 @@ struct TSubscriberInfo {
   1: Text name,
   2: optional Text address,
   3: list<Text> topics,
-  4: list<TPartitionProgress> partitions
+  4: list<TPartitionProgress> partitions,
+  /** The live members of a shared subscriber (or the one live registration) and their partitions. */
+  5: optional list<TGroupMember> members,
+  /** Messages in the subscriber's dead-letter queue. */
+  6: optional i64 deadLetters,
+  7: optional bool shared,
+  8: optional TRetryPolicy retryPolicy
 }
 
 /** A gateway of a cluster (issue 12): its address, what it owns and how busy it is. */
@@ -227,5 +262,37 @@ service HQueueService {
    * deleteSubscriber. A wrong token is IllegalArgument (and is logged).
    */
   void authenticate(1: Text token)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  // ---- consumers (MetaQ/RocketMQ features, issue 13), appended ----------------------------
+
+  /** Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks). */
+  list<TMessageID> putMessagesReturningIds(1: Text queueName, 2: i16 partitionID, 3: list<TMessage> tMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Messages put with this key, newest first, from every partition, within the queue's TTL. */
+  list<TMessage> findMessagesByKey(1: Text queueName, 2: binary key, 3: i32 limit)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /**
+   * Moves every partition's checkpoint to just before the first message at or after
+   * timestampMs (forwards or backwards); live workers continue from there at once.
+   */
+  void resetSubscriber(1: Text queueName, 2: Text subscriberName, 3: i64 timestampMs)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /**
+   * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+   * an empty list after maxWaitMs. A pull joins or renews the member.
+   */
+  list<TMessage> pullMessages(1: Text queueName, 2: Text subscriberName, 3: Text memberID, 4: i32 maxMessages, 5: i32 maxWaitMs)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Commits checkpoints up to and including each partition's startMessageID. */
+  void ackMessages(1: Text queueName, 2: Text subscriberName, 3: Text memberID, 4: list<TSubscribedPartition> upTo)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count. */
+  i64 replayDeadLetters(1: Text queueName, 2: Text subscriberName)
       throws (1: IOError io, 2: IllegalArgument ia)
 }

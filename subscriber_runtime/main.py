@@ -60,6 +60,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="lease length when registered through the gateway (default %(default)s)",
     )
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        metavar="N",
+        help="deliveries of a failing message before it becomes a dead letter; 0 = retry "
+        "forever (default 16)",
+    )
+    p.add_argument(
+        "--retry-backoff",
+        metavar="FIRST_MS[:MAX_MS]",
+        help="back-off between retries of a failed delivery (default 100:10000)",
+    )
+    p.add_argument(
+        "--shared",
+        action="store_true",
+        help="join the consumer group of this name: its members share the partitions "
+        "(registers through the gateway)",
+    )
+    p.add_argument(
+        "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
+    )
     tls = p.add_argument_group("TLS")
     tls.add_argument(
         "--tls-ca", metavar="PEM", help="connect to the gateway over TLS, trusting this CA"
@@ -117,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .listeners import load_listener
     from .subscriber import Subscriber
-    from .subscription import Subscription, parse_partitions
+    from .subscription import Subscription, parse_partitions, parse_retry
 
     logging.basicConfig(
         level=args.log_level,
@@ -131,7 +152,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.name,
             topics=[t for t in args.topics.split(",") if t],
             partitions=parse_partitions(args.partitions),
+            retry=parse_retry(args.max_attempts, args.retry_backoff),
+            max_batch=args.max_batch,
+            shared=args.shared,
         )
+        if args.shared and args.zookeeper:
+            raise ValueError("'--shared' registers through the gateway; drop '--zookeeper'")
         listeners = [load_listener(spec) for spec in args.listener or ["print"]]
     except (ValueError, ImportError, AttributeError) as exc:
         parser.error(str(exc))

@@ -229,7 +229,14 @@ class ZooKeeperRegistration(Registration):
             except NoNodeError:
                 stat, existing = None, None
             record = layout.resolve(
-                existing, requested, self._partitions, _now_ms(), self.subscription.topics
+                existing,
+                requested,
+                self._partitions,
+                _now_ms(),
+                self.subscription.topics,
+                retry=self.subscription.retry,
+                max_batch=self.subscription.max_batch,
+                shared=self.subscription.shared,
             )
             try:
                 if stat is None:

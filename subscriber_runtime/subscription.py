@@ -12,40 +12,55 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import Id, check_name
+from hqueue.subscriptions import Id, RetryPolicy, check_name
 
 
-@dataclass(frozen=True)
+@dataclass
 class Subscription:
+    """A subscription; ``retry`` (None: the gateway's defaults, 16 attempts), ``max_batch``
+    (messages per call) and ``shared`` (a consumer group) are optional."""
+
     name: str
     topics: frozenset[bytes] = frozenset()
-    partitions: Mapping[int, Id | None] = field(default_factory=dict)
+    partitions: dict[int, Id | None] = field(default_factory=dict)
+    retry: RetryPolicy | None = None
+    max_batch: int | None = None
+    shared: bool = False
 
     def __init__(
         self,
         name: str,
         topics: Iterable[bytes | str] = (),
         partitions: Mapping[int, Id | None] | Iterable[int] = (),
+        *,
+        retry: RetryPolicy | None = None,
+        max_batch: int | None = None,
+        shared: bool = False,
     ) -> None:
         check_name(name, "name")
-        parts = dict(partitions) if isinstance(partitions, Mapping) else dict.fromkeys(partitions)
-        for p, start in parts.items():
+        if max_batch is not None and not 1 <= max_batch <= 100_000:
+            raise ValueError(f"'max_batch' must be 1..100000, got {max_batch!r}")
+        self.name = name
+        self.topics = frozenset(t.encode() if isinstance(t, str) else t for t in topics)
+        self.partitions = {}
+        self.retry = retry
+        self.max_batch = max_batch
+        self.shared = shared
+        self.add_partitions(partitions)
+
+    def add_partitions(self, partitions: Mapping[int, Id | None] | Iterable[int]) -> Subscription:
+        """Adds partitions (with optional starts) to *this* subscription, as seed 4.4's
+        ``addPartitions`` does; returns it, so calls can be chained."""
+        more = dict(partitions) if isinstance(partitions, Mapping) else dict.fromkeys(partitions)
+        for p, start in more.items():
             if not isinstance(p, int) or not 0 <= p < 32767:
                 raise ValueError(f"'partitions' must hold ids 0..32766, got {p!r}")
             if start is not None and (
                 len(start) != 2 or start[0] < 0 or not 0 <= start[1] <= 32767
             ):
                 raise ValueError(f"start of partition {p} must be (timestamp ms, 0..32767)")
-        object.__setattr__(self, "name", name)
-        object.__setattr__(
-            self, "topics", frozenset(t.encode() if isinstance(t, str) else t for t in topics)
-        )
-        object.__setattr__(self, "partitions", parts)
-
-    def add_partitions(self, partitions: Mapping[int, Id | None] | Iterable[int]) -> Subscription:
-        """A copy with more partitions (seed 4.4's ``addPartitions``)."""
-        more = partitions if isinstance(partitions, Mapping) else dict.fromkeys(partitions)
-        return Subscription(self.name, self.topics, {**self.partitions, **more})
+        self.partitions.update(more)
+        return self
 
     def to_thrift(self, *, with_starts: bool = True) -> Any:
         t = hqueue_thrift()
@@ -56,8 +71,14 @@ class Subscription:
             )
             for p, start in sorted(self.partitions.items())
         ]
+        retry = self.retry
         return t.TSubscription(
-            name=self.name.encode(), topics=sorted(self.topics) or None, partitions=parts or None
+            name=self.name.encode(),
+            topics=sorted(self.topics) or None,
+            partitions=parts or None,
+            retryPolicy=None if retry is None else t.TRetryPolicy(*retry.to_list()),
+            maxBatchMessages=self.max_batch,
+            shared=self.shared or None,
         )
 
 
@@ -83,3 +104,26 @@ def parse_partitions(text: str) -> dict[int, Id | None]:
                 f"got {item!r}"
             ) from None
     return out
+
+
+def parse_retry(max_attempts: int | None, backoff: str | None) -> RetryPolicy | None:
+    """``--max-attempts N`` and ``--retry-backoff FIRST_MS[:MAX_MS]`` as a policy (None when
+    neither is given: the gateway's defaults)."""
+    if max_attempts is None and not backoff:
+        return None
+    default = RetryPolicy()
+    if max_attempts is not None and not 0 <= max_attempts <= 1000:
+        raise ValueError(f"'--max-attempts' must be 0..1000, got {max_attempts}")
+    first, most = default.first_backoff_ms, default.max_backoff_ms
+    if backoff:
+        try:
+            a, _, b = backoff.partition(":")
+            first = int(a)
+            most = int(b) if b else max(first, most)
+        except ValueError:
+            raise ValueError(
+                f"'--retry-backoff' must be FIRST_MS[:MAX_MS], got {backoff!r}"
+            ) from None
+        if not 1 <= first <= most:
+            raise ValueError(f"'--retry-backoff' needs 1 <= FIRST_MS <= MAX_MS, got {backoff!r}")
+    return RetryPolicy(default.max_attempts if max_attempts is None else max_attempts, first, most)

@@ -66,3 +66,17 @@ class Stall:
     def on_messages(self, messages: list[Any]) -> None:
         _write("stalled", messages)
         gevent.sleep(3600)
+
+
+class Poison:
+    """Refuses every batch holding the value ``poison`` while the file ``$HQ_TEST_POISON``
+    exists; records each delivery (tag ``delivery``) and each accepted batch (tag ``ok``)."""
+
+    def on_messages(self, messages: list[Any]) -> Any:
+        _write("delivery", messages)
+        if any(m.value == b"poison" for m in messages) and os.path.exists(
+            os.environ["HQ_TEST_POISON"]
+        ):
+            raise RuntimeError("cannot handle poison")
+        _write("ok", messages)
+        return None

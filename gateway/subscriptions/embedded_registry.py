@@ -17,7 +17,7 @@ import gevent.lock
 from hqueue.subscriptions import Id, SubscriberRecord
 
 from ..store.base import PartitionStore
-from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
+from .registry import CheckpointConflict, Member, Subscriber, SubscriptionRegistry
 
 NAMESPACE = "subscribers"
 
@@ -28,11 +28,13 @@ class EmbeddedRegistry(SubscriptionRegistry):
         self.store = store
         self._lock = gevent.lock.RLock()  # store writes yield; read-modify-write one at a time
         self._live: dict[tuple[str, str], tuple[str, frozenset[bytes] | None, str]] = {}
+        self._members: dict[tuple[str, str], dict[str, Member]] = {}
         self._incarnations = itertools.count(time.time_ns() // 1000)
 
     def stop(self) -> None:
         super().stop()
         self._live.clear()
+        self._members.clear()
 
     # -- reading --------------------------------------------------------------------------
 
@@ -51,11 +53,12 @@ class EmbeddedRegistry(SubscriptionRegistry):
 
     def _subscriber(self, queue: str, name: str, raw: bytes) -> Subscriber:
         record, version = _decode(raw)
+        members = tuple(sorted(self._members.get((queue, name), {}).values(), key=lambda m: m.id))
         live = self._live.get((queue, name))
         if live is None:
-            return Subscriber(queue, name, record, version)
+            return Subscriber(queue, name, record, version, members=members)
         address, topics, incarnation = live
-        return Subscriber(queue, name, record, version, address, topics, incarnation)
+        return Subscriber(queue, name, record, version, address, topics, incarnation, members)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -76,6 +79,7 @@ class EmbeddedRegistry(SubscriptionRegistry):
     def delete(self, queue: str, name: str) -> None:
         with self._lock:
             self._live.pop((queue, name), None)
+            self._members.pop((queue, name), None)
             self.leases.release(queue, name, None)
             self.store.delete_record(NAMESPACE, f"{queue}/{name}")
         self.changed(queue, name)
@@ -113,6 +117,27 @@ class EmbeddedRegistry(SubscriptionRegistry):
         live = self._live.get((queue, name))
         if live is not None and (incarnation is None or live[2] == incarnation):
             del self._live[(queue, name)]
+            self.changed(queue, name)
+
+    def join(
+        self,
+        queue: str,
+        name: str,
+        member: str,
+        address: str | None,
+        topics: frozenset[bytes] | None,
+    ) -> str:
+        incarnation = str(next(self._incarnations))
+        members = self._members.setdefault((queue, name), {})
+        members[member] = Member(member, address, topics, incarnation)
+        self.changed(queue, name)
+        return incarnation
+
+    def leave(self, queue: str, name: str, member: str, incarnation: str | None) -> None:
+        members = self._members.get((queue, name), {})
+        found = members.get(member)
+        if found is not None and (incarnation is None or found.incarnation == incarnation):
+            del members[member]
             self.changed(queue, name)
 
 

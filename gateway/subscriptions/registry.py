@@ -34,6 +34,17 @@ class CheckpointConflict(Exception):
 
 
 @dataclass(frozen=True)
+class Member:
+    """A live member of a consumer group (a shared subscriber): push (with an address) or
+    pull (without). ``incarnation`` changes when it joins again."""
+
+    id: str
+    address: str | None
+    topics: frozenset[bytes] | None
+    incarnation: str
+
+
+@dataclass(frozen=True)
 class Subscriber:
     queue: str
     name: str
@@ -42,10 +53,11 @@ class Subscriber:
     address: str | None = None  # None: not live, its workers pause
     topics: frozenset[bytes] | None = None  # None: every topic
     incarnation: str | None = None
+    members: tuple[Member, ...] = ()  # a shared subscriber's live members, sorted by id
 
     @property
     def live(self) -> bool:
-        return self.address is not None
+        return self.address is not None or bool(self.members)
 
 
 class SubscriptionRegistry(abc.ABC):
@@ -118,14 +130,36 @@ class SubscriptionRegistry(abc.ABC):
     def clear_live(self, queue: str, name: str, incarnation: str | None) -> None:
         """Marks it not live, if still at ``incarnation`` (None: whatever it is)."""
 
+    @abc.abstractmethod
+    def join(
+        self,
+        queue: str,
+        name: str,
+        member: str,
+        address: str | None,
+        topics: frozenset[bytes] | None,
+    ) -> str:
+        """Makes ``member`` a live member of the group (replacing its earlier joining);
+        its incarnation."""
+
+    @abc.abstractmethod
+    def leave(self, queue: str, name: str, member: str, incarnation: str | None) -> None:
+        """Ends a membership, if still at ``incarnation`` (None: whatever it is)."""
+
     # -- leases (subscribers registered through the gateway) ------------------------------
 
-    def _lease_ended(self, queue: str, name: str, incarnation: str) -> None:
-        log.info("lease of subscriber %s/%s ended; its workers pause", queue, name)
+    def _lease_ended(
+        self, queue: str, name: str, incarnation: str, member: str | None = None
+    ) -> None:
+        who = name if member is None else f"{name} (member {member})"
+        log.info("lease of subscriber %s/%s ended; its workers pause", queue, who)
         try:
-            self.clear_live(queue, name, incarnation)
+            if member is None:
+                self.clear_live(queue, name, incarnation)
+            else:
+                self.leave(queue, name, member, incarnation)
         except Exception:
-            log.exception("marking %s/%s not live failed", queue, name)
+            log.exception("marking %s/%s not live failed", queue, who)
 
 
 @dataclass
@@ -134,15 +168,18 @@ class Lease:
     incarnation: str
     seconds: float
     deadline: float
+    member: str | None = None  # set for a member of a consumer group
 
 
 class LeaseTable:
-    """Leases by (queue, subscriber) in memory: a gateway restart ends them all, as a lost
-    ZooKeeper session ends ephemeral nodes; renewals then answer false and subscribers
-    subscribe again. Expired leases are reaped twice a second."""
+    """Leases by (queue, subscriber, member) in memory (member None: a subscriber that is not
+    shared): a gateway restart ends them all, as a lost ZooKeeper session ends ephemeral
+    nodes; renewals then answer false and subscribers subscribe again. Expired leases are
+    reaped twice a second."""
 
-    def __init__(self, on_expired: Callable[[str, str, str], None]) -> None:
-        self._leases: dict[tuple[str, str], Lease] = {}
+    def __init__(self, on_expired: Callable[..., None]) -> None:
+        # on_expired(queue, name, incarnation), plus the member id for a group member's lease
+        self._leases: dict[tuple[str, str, str | None], Lease] = {}
         # wall-clock-based ids stay unique across gateway restarts
         self._ids = itertools.count(time.time_ns() // 1000)
         self._on_expired = on_expired
@@ -156,23 +193,46 @@ class LeaseTable:
             self._reaper.kill()
         self._leases.clear()
 
-    def grant(self, queue: str, name: str, incarnation: str, seconds: float) -> int:
-        lease = Lease(next(self._ids), incarnation, seconds, time.monotonic() + seconds)
-        self._leases[(queue, name)] = lease
+    def grant(
+        self, queue: str, name: str, incarnation: str, seconds: float, member: str | None = None
+    ) -> int:
+        lease = Lease(next(self._ids), incarnation, seconds, time.monotonic() + seconds, member)
+        self._leases[(queue, name, member)] = lease
         return lease.id
 
+    def _find(self, queue: str, name: str, lease_id: int) -> tuple[str, str, str | None] | None:
+        lease = self._leases.get((queue, name, None))
+        if lease is not None and lease.id == lease_id:
+            return (queue, name, None)
+        for key, lease in self._leases.items():
+            if key[0] == queue and key[1] == name and lease.id == lease_id:
+                return key
+        return None
+
     def renew(self, queue: str, name: str, lease_id: int) -> bool:
-        lease = self._leases.get((queue, name))
-        if lease is None or lease.id != lease_id:
+        key = self._find(queue, name, lease_id)
+        if key is None:
+            return False
+        lease = self._leases[key]
+        lease.deadline = time.monotonic() + lease.seconds
+        return True
+
+    def renew_member(self, queue: str, name: str, member: str) -> bool:
+        lease = self._leases.get((queue, name, member))
+        if lease is None:
             return False
         lease.deadline = time.monotonic() + lease.seconds
         return True
 
     def release(self, queue: str, name: str, lease_id: int | None) -> Lease | None:
-        lease = self._leases.get((queue, name))
-        if lease is None or (lease_id is not None and lease.id != lease_id):
-            return None
-        return self._leases.pop((queue, name))
+        """Ends the lease ``lease_id`` (None: every lease of the subscriber; the last one)."""
+        if lease_id is None:
+            gone = None
+            for key in [k for k in self._leases if k[0] == queue and k[1] == name]:
+                gone = self._leases.pop(key)
+            return gone
+        found = self._find(queue, name, lease_id)
+        return None if found is None else self._leases.pop(found)
 
     def drop_all(self) -> None:
         """Forgets every lease (the registry lost what they guarded)."""
@@ -185,4 +245,7 @@ class LeaseTable:
             for key, lease in list(self._leases.items()):
                 if lease.deadline < now and self._leases.get(key) is lease:
                     del self._leases[key]
-                    self._on_expired(key[0], key[1], lease.incarnation)
+                    if lease.member is None:
+                        self._on_expired(key[0], key[1], lease.incarnation)
+                    else:
+                        self._on_expired(key[0], key[1], lease.incarnation, lease.member)

@@ -42,6 +42,11 @@ class MessageBuffer:
     def __len__(self) -> int:
         return len(self._rows)
 
+    @property
+    def not_empty(self) -> gevent.event.Event:
+        """Set while rows are waiting (a long poll waits on it)."""
+        return self._not_empty
+
     def space(self) -> int:
         """How many more rows may be added (0 when full by count or by bytes)."""
         if self.bytes >= self.max_bytes:
@@ -113,6 +118,10 @@ class MessageScanner:
         else:
             self._lower = rowkey.id_key(p, rowkey.next_id(rowkey.MessageId(*checkpoint)))
         self._upper = rowkey.partition_end(p)
+
+    def stop_after(self, last: Id) -> None:
+        """Reads nothing after MessageID ``last`` (a bounded replay)."""
+        self._upper = rowkey.id_key(self.partition, rowkey.next_id(rowkey.MessageId(*last)))
 
     def run(self) -> None:
         while True:

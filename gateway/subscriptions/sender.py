@@ -1,10 +1,12 @@
 """MessageSender (seed 3.5.3): pushes batches to a subscriber's ``consumeMessages``.
 
 One sender per (subscriber, partition), one batch in flight: the next batch leaves only after
-the subscriber answered 0 for this one. A non-zero status, a timeout or a broken connection
-resends the *same* batch after a growing back-off (never skipping, never reordering), on a new
-connection when the old one broke. Only an acknowledged batch advances ``acked``, which the
-checkpoint updater writes to the registry.
+the subscriber answered 0 for this one. A non-zero status, a timeout or a bad answer is a
+failed attempt: the batch is sent again after the subscription's back-off, then its messages
+one at a time, and a message that used up its attempts becomes a dead letter (see
+:mod:`.retry`); a broken or refused connection is retried on a new connection without
+counting. Messages are never reordered. Only acknowledged (or dead-lettered) messages advance
+``acked``, which the checkpoint updater writes to the registry.
 
 Subscribers are spoken to (over TLS when the gateway has ``--tls-ca``) in the binary protocol
 over a buffered transport (what every
@@ -24,6 +26,7 @@ from typing import Any
 
 import gevent
 from hqueue.protocol import parse_address, subscriber_thrift
+from hqueue.subscriptions import RetryPolicy
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer
@@ -31,7 +34,8 @@ from thriftpy2.transport import TMemoryBuffer
 from .._wirecheck import encode_messages_reply
 from ..metrics import PushCounters
 from ..store.base import Row
-from ..wire import MessageReader, RequestLimits
+from ..wire import BadRequest, MessageReader, RequestLimits
+from .retry import BATCH_ATTEMPTS, DeadLetterSink
 from .scanner import Id, MessageBuffer
 
 log = logging.getLogger(__name__)
@@ -63,6 +67,8 @@ class SenderOptions:
     batch_messages: int = 1000
     batch_bytes: int = 4 * 1024 * 1024
     timeout: float = 30.0  # seconds a consumeMessages call may take
+    # back-off while the subscriber cannot be reached (failures of a subscriber that answers
+    # follow its subscription's RetryPolicy)
     backoff_initial: float = 0.05  # seconds
     backoff_max: float = 5.0  # seconds
     # TLS to subscribers (gateway.tls.client_context from --tls-ca); None: plain TCP
@@ -79,16 +85,29 @@ class MessageSender:
         buffer: MessageBuffer,
         acked: Id | None,
         options: SenderOptions,
+        *,
+        policy: RetryPolicy | None = None,
+        max_batch: int | None = None,
+        dead_letter: DeadLetterSink | None = None,
+        source_partition: int | None = None,
     ) -> None:
         self.host, self.port = parse_address(address, argument="address")
         self.address = address
         self.queue = queue
         self.name = name
         self.partition = partition
+        # what the dead letters of this sender say they came from (the replay worker reads
+        # the dead-letter queue but its letters are the subscriber's own)
+        self.source_partition = partition if source_partition is None else source_partition
         self.buffer = buffer
         self.acked = acked  # the last MessageID the subscriber acknowledged
         self.options = options
+        self.policy = policy or RetryPolicy()
+        self.batch_messages = min(options.batch_messages, max_batch or options.batch_messages)
+        # None: nowhere to put dead letters, so failing messages are retried forever
+        self.dead_letter = dead_letter
         self.delivered = 0  # messages acknowledged by this sender
+        self.dead_lettered = 0
         self.counters: PushCounters | None = None  # the gateway's metrics, when they run
         self._client: Any = None
         self._thrift = subscriber_thrift()
@@ -96,50 +115,127 @@ class MessageSender:
     def run(self) -> None:
         try:
             while True:
-                rows = self.buffer.take(self.options.batch_messages, self.options.batch_bytes)
+                rows = self.buffer.take(self.batch_messages, self.options.batch_bytes)
                 self._deliver(rows)
         finally:
             self._close()
 
     def _deliver(self, rows: list[Row]) -> None:
-        p = self.partition
-        request = encode_call(p, rows)
-        attempt = 0
+        """Delivers rows in order: the batch (retried once), then one message at a time,
+        dead-lettering a message whose attempts reach the policy's limit (see :mod:`.retry`)."""
+        limit = self.policy.max_attempts
+        attempts = 0
+        if len(rows) > 1:
+            whole = BATCH_ATTEMPTS if limit == 0 else max(1, min(BATCH_ATTEMPTS, limit - 1))
+            away = 0
+            while True:
+                problem, counted = self._push(rows)
+                if problem is None:
+                    self._advance(rows)
+                    return
+                if counted:
+                    attempts += 1
+                    if attempts >= whole:
+                        self._log_failure(rows, problem, attempts, 0.0, "one at a time now")
+                        break
+                    delay = self.policy.backoff(attempts)
+                else:
+                    away += 1
+                    delay = self._away_delay(away)
+                self._log_failure(rows, problem, attempts, delay)
+                gevent.sleep(delay)
+        for row in rows:
+            self._deliver_one(row, attempts)
+
+    def _deliver_one(self, row: Row, attempts: int) -> None:
+        limit = self.policy.max_attempts
+        away = 0
+        one = [row]
         while True:
-            status: Any = None
+            problem, counted = self._push(one)
+            if problem is None:
+                self._advance(one)
+                return
+            if counted:
+                attempts += 1
+                if limit and attempts >= limit and self.dead_letter is not None:
+                    self._bury(row, attempts, problem)
+                    self._advance(one)
+                    self.dead_lettered += 1
+                    return
+                delay = self.policy.backoff(attempts)
+            else:
+                away += 1
+                delay = self._away_delay(away)
+            self._log_failure(one, problem, attempts, delay)
+            gevent.sleep(delay)
+
+    def _bury(self, row: Row, attempts: int, problem: str) -> None:
+        """Writes the dead letter, retrying until the store takes it (never lost)."""
+        assert self.dead_letter is not None
+        failures = 0
+        while True:
             try:
-                if self._client is None:
-                    self._client = self._connect()
-                sock, reader = self._client
-                sock.settimeout(self.options.timeout)
-                sock.sendall(request)
-                status = self._status(*reader.next_message())
-                if status == 0:
-                    break
-                problem = f"status {status}"
+                self.dead_letter(
+                    self.queue, self.name, self.source_partition, row, attempts, problem
+                )
+                return
             except gevent.GreenletExit:
                 raise
-            except Exception as exc:  # transport errors, timeouts, refused connections
-                self._close()
-                problem = f"{type(exc).__name__}: {exc}"
-            if self.counters is not None:
-                self.counters.retries += 1
-            delay = min(self.options.backoff_max, self.options.backoff_initial * 2**attempt)
-            attempt += 1
-            log_at = logging.WARNING if attempt in (1, 10) or attempt % 100 == 0 else logging.DEBUG
-            log.log(
-                log_at,
-                "push of %d message(s) to %s/%s at %s (partition %d) failed (%s); "
-                "attempt %d, retrying in %.2f s",
-                len(rows), self.queue, self.name, self.address, p, problem, attempt, delay,
-            )  # fmt: skip
-            gevent.sleep(delay)
+            except Exception:
+                failures += 1
+                log.exception("writing a dead letter of %s/%s failed; retrying", self.queue,
+                              self.name)  # fmt: skip
+                gevent.sleep(self._away_delay(failures))
+
+    def _push(self, rows: list[Row]) -> tuple[str | None, bool]:
+        """One consumeMessages call: (None, _) when acknowledged, else (what went wrong,
+        whether it counts as an attempt: a refusal, a timeout or a bad answer, not an
+        unreachable peer)."""
+        request = encode_call(self.partition, rows)
+        try:
+            if self._client is None:
+                self._client = self._connect()
+            sock, reader = self._client
+            sock.settimeout(self.options.timeout)
+            sock.sendall(request)
+            status = self._status(*reader.next_message())
+        except gevent.GreenletExit:
+            raise
+        except (TimeoutError, BadRequest, TApplicationException) as exc:
+            self._close()
+            return f"{type(exc).__name__}: {exc}", True
+        except Exception as exc:  # transport errors, refused connections
+            self._close()
+            return f"{type(exc).__name__}: {exc}", False
+        if status == 0:
+            return None, False
+        return f"status {status}", True
+
+    def _advance(self, rows: list[Row]) -> None:
         last = rows[-1]
         self.acked = (last[0], last[1])
         self.delivered += len(rows)
         if self.counters is not None:
             self.counters.delivered_messages += len(rows)
             self.counters.delivered_batches += 1
+
+    def _away_delay(self, failures: int) -> float:
+        return min(self.options.backoff_max, self.options.backoff_initial * 2 ** min(failures, 30))
+
+    def _log_failure(
+        self, rows: list[Row], problem: str, attempts: int, delay: float, then: str = ""
+    ) -> None:
+        if self.counters is not None:
+            self.counters.retries += 1
+        n = attempts or 1
+        log_at = logging.WARNING if n in (1, 10) or n % 100 == 0 else logging.DEBUG
+        log.log(
+            log_at,
+            "push of %d message(s) to %s/%s at %s (partition %d) failed (%s); attempt %d, %s",
+            len(rows), self.queue, self.name, self.address, self.partition, problem, attempts,
+            then or f"retrying in {delay:.2f} s",
+        )  # fmt: skip
 
     def _connect(self) -> tuple[socket.socket, MessageReader]:
         sock = socket.create_connection((self.host, self.port), timeout=self.options.timeout)

@@ -8,16 +8,23 @@ long as it renews its lease. Arguments are checked here and named in every error
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from hqueue import subscriptions as layout
 
 from .. import peer, rowkey, validation
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreError
 from ..ids import wall_clock_ms
-from ..store.base import PartitionStore, QueueMeta
+from ..store.base import PartitionStore, QueueMeta, Row
+from . import groups
+from . import pull as pull_module
 from .registry import SubscriptionRegistry
+
+if TYPE_CHECKING:
+    from ..keys import MessageExtras
+    from .workers import WorkerManager
 
 log = logging.getLogger(__name__)
 
@@ -27,10 +34,19 @@ LAG_COUNT_CAP = 100_000  # listSubscribers counts at most this many messages per
 
 
 class SubscriptionService:
-    def __init__(self, store: PartitionStore, registry: SubscriptionRegistry, thrift: Any) -> None:
+    def __init__(
+        self,
+        store: PartitionStore,
+        registry: SubscriptionRegistry,
+        thrift: Any,
+        manager: WorkerManager | None = None,
+        extras: MessageExtras | None = None,
+    ) -> None:
         self.store = store
         self.registry = registry
         self._t = thrift
+        self.manager = manager  # runs the workers; pulls take from them
+        self.extras = extras
         self.subscriber_hosts: frozenset[str] = frozenset()  # --subscriber-hosts
 
     # -- registration ---------------------------------------------------------------------
@@ -38,7 +54,7 @@ class SubscriptionService:
     def subscribe(
         self, meta: QueueMeta, subscription: Any, address: Any, lease_seconds: Any
     ) -> int:
-        name, topics, requested = self._subscription(meta, subscription)
+        name, topics, requested, opts = self._subscription(meta, subscription)
         addr = _text(address, "address")
         try:
             from hqueue.protocol import parse_address
@@ -54,11 +70,29 @@ class SubscriptionService:
                 "leaseSeconds",
                 f"must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds, got {lease_seconds!r}",
             )
-        self._write_record(meta, name, requested, topics)
-        incarnation = self.registry.set_live(meta.name, name, addr, topics)
-        lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
-        log.info("subscriber %s/%s registered at %s (lease %d s)", meta.name, name, addr,
-                 lease_seconds)  # fmt: skip
+        existing = self.registry.get(meta.name, name)
+        if opts.shared:
+            if existing is not None and groups.kind(existing.members) == "pull":
+                raise InvalidArgument(
+                    "subscription.shared",
+                    f"group '{name}' has pull members; push and pull members cannot be mixed",
+                )
+        elif existing is not None and existing.record.shared and existing.members:
+            raise InvalidArgument(
+                "subscription.shared",
+                f"'{name}' is a consumer group with live members: subscribe with shared",
+            )
+        self._write_record(meta, name, requested, topics, opts)
+        if opts.shared:  # a member of a consumer group; its address is its member id
+            incarnation = self.registry.join(meta.name, name, addr, addr, topics)
+            lease = self.registry.leases.grant(
+                meta.name, name, incarnation, lease_seconds, member=addr
+            )
+        else:
+            incarnation = self.registry.set_live(meta.name, name, addr, topics)
+            lease = self.registry.leases.grant(meta.name, name, incarnation, lease_seconds)
+        log.info("subscriber %s/%s registered at %s (lease %d s%s)", meta.name, name, addr,
+                 lease_seconds, ", shared" if opts.shared else "")  # fmt: skip
         return lease
 
     def renew(self, meta: QueueMeta, raw_name: Any, lease_id: Any) -> bool:
@@ -73,14 +107,163 @@ class SubscriptionService:
             raise InvalidArgument("leaseID", f"must be an integer, got {lease_id!r}")
         lease = self.registry.leases.release(meta.name, name, lease_id)
         if lease is not None:
-            self.registry.clear_live(meta.name, name, lease.incarnation)
+            if lease.member is not None:
+                self.registry.leave(meta.name, name, lease.member, lease.incarnation)
+            else:
+                self.registry.clear_live(meta.name, name, lease.incarnation)
             log.info("subscriber %s/%s unsubscribed", meta.name, name)
 
     # -- administration -------------------------------------------------------------------
 
     def add(self, meta: QueueMeta, subscription: Any) -> None:
-        name, topics, requested = self._subscription(meta, subscription)
-        self._write_record(meta, name, requested, topics)
+        name, topics, requested, opts = self._subscription(meta, subscription)
+        self._write_record(meta, name, requested, topics, opts)
+
+    def reset(self, meta: QueueMeta, raw_name: Any, timestamp_ms: Any) -> None:
+        """Every partition's checkpoint to just before the first message at or after
+        ``timestamp_ms``; a time after a partition's newest message means "from its end"."""
+        name = _name(raw_name, "subscriberName")
+        if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or timestamp_ms < 0:
+            raise InvalidArgument(
+                "timestampMs", f"must be >= 0 (ms since the epoch), got {timestamp_ms!r}"
+            )
+        sub = self.registry.get(meta.name, name)
+        if sub is None:
+            raise InvalidArgument(
+                "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
+            )
+        target = layout.before((timestamp_ms, 0))
+        now = wall_clock_ms()
+        moved: dict[int, layout.Id | None] = {}
+        for p in range(meta.partitions):
+            last = self.store.last_id(meta, p)
+            ceiling = (
+                (last.timestamp, last.sequence) if last is not None else layout.before((now, 0))
+            )
+            moved[p] = target if target is None or ceiling is None else min(target, ceiling)
+
+        def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+            if existing is None:
+                raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+            keep = {p: c for p, c in moved.items() if p in existing.partitions}
+            return replace(existing.with_checkpoints(keep), epoch=existing.epoch + 1)
+
+        self.registry.update_record(meta.name, name, change)
+        log.info("subscriber %s/%s reset to %d", meta.name, name, timestamp_ms)
+
+    def replay_dead_letters(self, meta: QueueMeta, raw_name: Any) -> int:
+        """Marks the dead letters there now for delivery again to this subscriber only: its
+        workers push them from the dead-letter queue (see :mod:`.retry`). Their count."""
+        name = _name(raw_name, "subscriberName")
+        if self.registry.get(meta.name, name) is None:
+            raise InvalidArgument(
+                "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
+            )
+        dlq = self.store.get_queue(layout.dlq_name(meta.name, name))
+        last = None if dlq is None else self.store.last_id(dlq, 0)
+        if dlq is None or last is None:
+            return 0
+        count = self._count(dlq, 0, None)
+        upto = (last.timestamp, last.sequence)
+
+        def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+            if existing is None:
+                raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+            return replace(existing, replay=(None, upto), epoch=existing.epoch + 1)
+
+        self.registry.update_record(meta.name, name, change)
+        return count
+
+    def pull(
+        self, meta: QueueMeta, raw_name: Any, raw_member: Any, max_messages: Any, max_wait_ms: Any
+    ) -> list[Any]:
+        """Long poll of a pull member (see :mod:`.pull`)."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        _int_in(max_messages, "maxMessages", 1, MAX_PULL_MESSAGES)
+        _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
+        manager = self._manager()
+        self._join_pull(meta, name, member, manager)
+        return pull_module.pull(
+            manager, meta.name, name, member, max_messages, max_wait_ms / 1000,
+            lambda rows: self._messages(meta.name, rows),
+        )  # fmt: skip
+
+    def _join_pull(self, meta: QueueMeta, name: str, member: str, manager: WorkerManager) -> None:
+        if self.registry.leases.renew_member(meta.name, name, member):
+            return  # a member already: the common case costs no registry read
+        sub = self.registry.get(meta.name, name)
+        if sub is None:
+            opts = _Options(layout.RetryPolicy(), None, True)
+            self._write_record(meta, name, {}, None, opts)  # every partition, from now on
+        elif not sub.record.shared:
+            if sub.address is not None:
+                raise InvalidArgument(
+                    "subscriberName",
+                    f"'{name}' is a live push subscriber; a pull consumer needs its own name",
+                )
+
+            def shared(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
+                if existing is None:
+                    raise InvalidArgument("subscriberName", f"subscriber '{name}' was deleted")
+                return replace(existing, shared=True)
+
+            self.registry.update_record(meta.name, name, shared)
+        elif groups.kind(sub.members) == "push":
+            raise InvalidArgument(
+                "memberID",
+                f"group '{name}' has push members; push and pull members cannot be mixed",
+            )
+        topics = None if sub is None else sub.record.topics
+        incarnation = self.registry.join(meta.name, name, member, None, topics)
+        self.registry.leases.grant(
+            meta.name, name, incarnation, manager.options.pull_lease, member=member
+        )
+        log.info("pull member %s joined %s/%s", member, meta.name, name)
+
+    def ack(self, meta: QueueMeta, raw_name: Any, raw_member: Any, up_to: Any) -> None:
+        """Acknowledges, per partition, everything up to and including the given id."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        if up_to is None:
+            raise InvalidArgument("upTo", "must be set (it may be empty)")
+        acks = []
+        for i, part in enumerate(up_to):
+            if part is None:
+                raise InvalidArgument(f"upTo[{i}]", "must be set")
+            p = validation.partition(part.partitionID, meta.partitions, f"upTo[{i}].partitionID")
+            mid = validation.message_id(part.startMessageID, f"upTo[{i}].startMessageID")
+            if mid is None:
+                raise InvalidArgument(f"upTo[{i}].startMessageID", "must be set")
+            acks.append((p, (mid.timestamp, mid.sequence)))
+        self.registry.leases.renew_member(meta.name, name, member)
+        workers = {
+            w.partition: w for w in self._manager().pull_workers(meta.name, name, member) or ()
+        }
+        for p, mid_ in acks:
+            worker = workers.get(p)
+            if worker is not None:  # else the partition moved: the new member gets it again
+                worker.ack(mid_)
+
+    def _messages(self, queue: str, rows: list[tuple[int, Row]]) -> list[Any]:
+        t = self._t
+        out = [t.TMessage(t.TMessageID(r[0], r[1]), p, r[2], r[3]) for p, r in rows]
+        if self.extras is not None and self.extras.has_any(queue):
+            for m in out:
+                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
+                if ex:
+                    m.key = ex.key
+                    m.properties = ex.properties or None
+        return out
+
+    def _manager(self) -> WorkerManager:
+        if self.manager is None:
+            raise StoreError("subscription workers are not running on this gateway")
+        return self.manager
+
+    def _count(self, meta: QueueMeta, partition: int, checkpoint: layout.Id | None) -> int:
+        count, _, _ = self._lag(meta, partition, checkpoint, None)
+        return count
 
     def delete(self, meta: QueueMeta, raw_name: Any) -> None:
         name = _name(raw_name, "subscriberName")
@@ -113,12 +296,28 @@ class SubscriptionService:
                         lagSeconds=0.0 if oldest is None else max(0.0, (now - oldest) / 1000),
                     )
                 )
+            dlq = self.store.get_queue(layout.dlq_name(meta.name, sub.name))
+            retry = sub.record.retry
+            members = []
+            live = [p for p in sub.record.partitions if p < meta.partitions]
+            if sub.record.shared:
+                assignment = groups.assign(live, sub.members)
+                for m in sub.members:
+                    mine = sorted(p for p, a in assignment.items() if a.id == m.id)
+                    address = None if m.address is None else m.address.encode()
+                    members.append(t.TGroupMember(m.id.encode(), address, mine))
+            elif sub.address is not None:
+                members.append(t.TGroupMember(sub.address.encode(), sub.address.encode(), live))
             out.append(
                 t.TSubscriberInfo(
                     name=sub.name.encode(),
                     address=None if sub.address is None else sub.address.encode(),
                     topics=sorted(topics or ()),
                     partitions=partitions,
+                    members=members,
+                    deadLetters=0 if dlq is None else self._count(dlq, 0, None),
+                    shared=sub.record.shared,
+                    retryPolicy=t.TRetryPolicy(*retry.to_list()),
                 )
             )
         return out
@@ -160,7 +359,7 @@ class SubscriptionService:
 
     def _subscription(
         self, meta: QueueMeta, raw: Any
-    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None]]:
+    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None], _Options]:
         if raw is None:
             raise InvalidArgument("subscription", "must be set")
         name = _name(raw.name, "subscription.name")
@@ -182,7 +381,7 @@ class SubscriptionService:
             p = validation.partition(part.partitionID, meta.partitions, f"{where}.partitionID")
             start = validation.message_id(part.startMessageID, f"{where}.startMessageID")
             requested[p] = None if start is None else (start.timestamp, start.sequence)
-        return name, topics, requested
+        return name, topics, requested, _options(raw)
 
     def _write_record(
         self,
@@ -190,13 +389,79 @@ class SubscriptionService:
         name: str,
         requested: dict[int, layout.Id | None],
         topics: frozenset[bytes] | None,
+        opts: _Options,
     ) -> None:
         now = wall_clock_ms()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
-            return layout.resolve(existing, requested, meta.partitions, now, topics)
+            return layout.resolve(
+                existing,
+                requested,
+                meta.partitions,
+                now,
+                topics,
+                retry=opts.retry,
+                max_batch=opts.max_batch,
+                shared=opts.shared,
+            )
 
         self.registry.update_record(meta.name, name, change)
+
+
+MAX_ATTEMPTS = 1000
+MAX_BACKOFF_MS = 3_600_000
+MAX_BATCH_MESSAGES = 100_000
+MAX_PULL_MESSAGES = 100_000
+MAX_WAIT_MS = 300_000
+
+
+@dataclass(frozen=True)
+class _Options:
+    retry: layout.RetryPolicy
+    max_batch: int | None
+    shared: bool
+
+
+def _options(raw: Any) -> _Options:
+    """retryPolicy, maxBatchMessages and shared of a TSubscription, checked."""
+    default = layout.RetryPolicy()
+    policy = getattr(raw, "retryPolicy", None)
+    retry = default
+    if policy is not None:
+
+        def field(value: Any, fallback: int, argument: str, low: int, high: int) -> int:
+            if value is None:
+                return fallback
+            if not isinstance(value, int) or not low <= value <= high:
+                raise InvalidArgument(
+                    f"subscription.retryPolicy.{argument}", f"must be {low}..{high}, got {value!r}"
+                )
+            return int(value)
+
+        attempts = field(policy.maxAttempts, default.max_attempts, "maxAttempts", 0, MAX_ATTEMPTS)
+        first = field(
+            policy.firstBackoffMs, default.first_backoff_ms, "firstBackoffMs", 1, MAX_BACKOFF_MS
+        )
+        most = field(
+            policy.maxBackoffMs, max(first, default.max_backoff_ms), "maxBackoffMs", first,
+            MAX_BACKOFF_MS,
+        )  # fmt: skip
+        retry = layout.RetryPolicy(attempts, first, most)
+    max_batch = getattr(raw, "maxBatchMessages", None)
+    if max_batch is not None and (
+        not isinstance(max_batch, int) or not 1 <= max_batch <= MAX_BATCH_MESSAGES
+    ):
+        raise InvalidArgument(
+            "subscription.maxBatchMessages", f"must be 1..{MAX_BATCH_MESSAGES}, got {max_batch!r}"
+        )
+    shared = bool(getattr(raw, "shared", None))
+    return _Options(retry, max_batch, shared)
+
+
+def _int_in(raw: Any, argument: str, low: int, high: int) -> int:
+    if not isinstance(raw, int) or isinstance(raw, bool) or not low <= raw <= high:
+        raise InvalidArgument(argument, f"must be {low}..{high}, got {raw!r}")
+    return raw
 
 
 def _text(raw: Any, argument: str) -> str:

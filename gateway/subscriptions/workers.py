@@ -23,11 +23,15 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
+from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
 from ..metrics import GatewayStats
 from ..store.base import PartitionStore, QueueMeta
+from . import groups
 from .checkpoint import CheckpointUpdater
+from .pull import PullWorker
 from .registry import CheckpointConflict, Subscriber, SubscriptionRegistry
+from .retry import DeadLetterSink
 from .scanner import Id, MessageBuffer, MessageScanner
 from .sender import MessageSender, SenderOptions
 
@@ -41,35 +45,63 @@ class PushOptions:
     sender: SenderOptions = field(default_factory=SenderOptions)
     checkpoint_interval: float = 1.0  # seconds
     resync_interval: float = 5.0  # seconds between full re-reads of the registry
+    ack_timeout: float = 30.0  # seconds before pulled, unacknowledged messages go out again
+    pull_lease: float = 30.0  # seconds a pull member stays in its group without pulling
 
 
 class SubscriptionWorker:
     """Scanner -> bounded buffer -> sender for one (subscriber, partition)."""
 
     def __init__(
-        self, store: PartitionStore, sub: Subscriber, partition: int, options: PushOptions
+        self,
+        store: PartitionStore,
+        sub: Subscriber,
+        partition: int,
+        options: PushOptions,
+        dead_letter: DeadLetterSink | None = None,
+        address: str | None = None,
     ) -> None:
-        assert sub.address is not None
-        checkpoint = sub.record.checkpoints.get(partition)
+        address = address or sub.address
+        assert address is not None
+        record = sub.record
+        replay = partition == REPLAY_PARTITION and record.replay is not None
+        # the replay of dead letters reads partition 0 of the dead-letter queue, up to the
+        # last letter there when it was asked for (see :mod:`.retry`)
+        queue = dlq_name(sub.queue, sub.name) if replay else sub.queue
+        read = 0 if replay else partition
+        checkpoint = (
+            record.replay[0]
+            if record.replay is not None and replay
+            else (record.checkpoints.get(partition))
+        )
         self.partition = partition
+        self.queue = queue
         self.buffer = MessageBuffer(options.buffer_messages, options.buffer_bytes)
         self.scanner = MessageScanner(
             store,
-            sub.queue,
-            partition,
+            queue,
+            read,
             checkpoint,
-            sub.topics,
+            None if replay else sub.topics,
             self.buffer,
             chunk=min(options.sender.batch_messages, options.buffer_messages),
         )
+        if record.replay is not None and replay:
+            self.scanner.stop_after(record.replay[1])
         self.sender = MessageSender(
-            sub.address, sub.queue, sub.name, partition, self.buffer, checkpoint, options.sender
-        )
+            address, sub.queue, sub.name, read, self.buffer, checkpoint, options.sender,
+            policy=record.retry, max_batch=record.max_batch, dead_letter=dead_letter,
+            source_partition=partition,
+        )  # fmt: skip
         self._greenlets: list[gevent.Greenlet] = []
 
     @property
     def wake(self) -> gevent.event.Event:
         return self.scanner.wake
+
+    @property
+    def acked(self) -> Id | None:
+        return self.sender.acked
 
     def start(self) -> None:
         self._greenlets = [gevent.spawn(self.scanner.run), gevent.spawn(self.sender.run)]
@@ -89,9 +121,26 @@ class SubscriberRun:
         partitions: Iterable[int],
         options: PushOptions,
         on_conflict: Callable[[], None],
+        dead_letter: DeadLetterSink | None = None,
     ) -> None:
         self.sub = sub
-        self.workers = {p: SubscriptionWorker(store, sub, p, options) for p in partitions}
+        wanted = list(partitions)
+        self.workers: dict[int, SubscriptionWorker | PullWorker] = {}
+        # a consumer group: each partition goes to one member (.groups); else all to one
+        self.assignment = groups.assign(wanted, sub.members) if sub.record.shared else {}
+        if sub.record.shared:
+            for p, member in self.assignment.items():
+                if member.address is None:
+                    self.workers[p] = PullWorker(store, sub, p, options)
+                else:
+                    self.workers[p] = SubscriptionWorker(
+                        store, sub, p, options, dead_letter, member.address
+                    )
+        else:
+            if sub.record.replay is not None:
+                wanted.append(REPLAY_PARTITION)
+            for p in wanted:
+                self.workers[p] = SubscriptionWorker(store, sub, p, options, dead_letter)
         self.updater = CheckpointUpdater(
             registry,
             sub.queue,
@@ -109,16 +158,23 @@ class SubscriberRun:
         return self.updater.version
 
     def progress(self) -> dict[int, Id | None]:
-        return {p: w.sender.acked for p, w in self.workers.items()}
+        return {p: w.acked for p, w in self.workers.items()}
 
     def start(self) -> None:
         for worker in self.workers.values():
             worker.start()
         self._updater = gevent.spawn(self.updater.run)
-        log.info(
-            "pushing %s to subscriber %s at %s (partitions %s)",
-            self.sub.queue, self.sub.name, self.sub.address, sorted(self.workers),
-        )  # fmt: skip
+        if self.sub.record.shared:
+            log.info(
+                "delivering %s to group %s: %s", self.sub.queue, self.sub.name,
+                {m.id: sorted(p for p, a in self.assignment.items() if a is m)
+                 for m in self.sub.members},
+            )  # fmt: skip
+        else:
+            log.info(
+                "pushing %s to subscriber %s at %s (partitions %s)",
+                self.sub.queue, self.sub.name, self.sub.address, sorted(self.workers),
+            )  # fmt: skip
 
     def stop(self, *, flush: bool) -> None:
         for worker in self.workers.values():
@@ -154,6 +210,8 @@ class WorkerManager:
         self._dirty: set[tuple[str | None, str | None]] = set()
         self._kick = gevent.event.Event()
         self._loop: gevent.Greenlet | None = None
+        # Set by the gateway: where messages that used up their attempts go (.retry).
+        self.dead_letter: DeadLetterSink | None = None
         self.stats: GatewayStats | None = None  # set when metrics run: deliveries, retries
 
     def start(self) -> None:
@@ -187,6 +245,18 @@ class WorkerManager:
 
     def runs(self) -> dict[tuple[str, str], SubscriberRun]:
         return dict(self._runs)
+
+    def pull_workers(self, queue: str, name: str, member: str) -> list[PullWorker] | None:
+        """The pull workers of a group member's partitions; None while the running
+        assignment does not know the member yet."""
+        run = self._runs.get((queue, name))
+        if run is None or not any(m.id == member for m in run.sub.members):
+            return None
+        return [
+            w
+            for p, w in sorted(run.workers.items())
+            if isinstance(w, PullWorker) and run.assignment[p].id == member
+        ]
 
     # -- reconciling ----------------------------------------------------------------------
 
@@ -235,7 +305,12 @@ class WorkerManager:
                 and run.sub.address == sub.address
                 and run.sub.topics == sub.topics
                 and run.sub.record.partitions == sub.record.partitions
-                and set(run.workers) == set(self._partitions(sub, meta))
+                and run.sub.record.epoch == sub.record.epoch  # reset or replay asked for
+                and run.sub.record.retry == sub.record.retry
+                and run.sub.record.max_batch == sub.record.max_batch
+                and run.sub.record.shared == sub.record.shared
+                and run.sub.members == sub.members  # a group's membership changed
+                and set(run.workers) - {REPLAY_PARTITION} == set(self._partitions(sub, meta))
             )  # a record changed by someone else shows as a conflict at the next write
             if same:
                 return
@@ -258,15 +333,19 @@ class WorkerManager:
         if not partitions:
             return
         new = SubscriberRun(
-            self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key)
-        )
+            self.store, self.registry, sub, partitions, self.options, lambda: self.changed(*key),
+            self.dead_letter,
+        )  # fmt: skip
         self._runs[key] = new
         if self.stats is not None:
             counters = self.stats.subscriber(queue, name)
             for worker in new.workers.values():
-                worker.sender.counters = counters
-        for p, worker in new.workers.items():
-            self._wakers.setdefault((queue, p), []).append(worker.wake)
+                if isinstance(worker, SubscriptionWorker):
+                    worker.sender.counters = counters
+        for worker in new.workers.values():
+            self._wakers.setdefault((worker.queue, worker.scanner.partition), []).append(
+                worker.wake
+            )
         new.start()
 
     def _partitions(self, sub: Subscriber, meta: QueueMeta) -> list[int]:
@@ -285,11 +364,12 @@ class WorkerManager:
     def _stop_run(self, key: tuple[str, str], run: SubscriberRun, *, flush: bool) -> None:
         if self._runs.get(key) is run:
             del self._runs[key]
-        for p, worker in run.workers.items():
-            events = self._wakers.get((key[0], p))
+        for worker in run.workers.values():
+            slot = (worker.queue, worker.scanner.partition)
+            events = self._wakers.get(slot)
             if events is not None:
                 events[:] = [e for e in events if e is not worker.wake]
                 if not events:
-                    del self._wakers[(key[0], p)]
+                    del self._wakers[slot]
         run.stop(flush=flush)
         log.info("stopped pushing %s to subscriber %s", key[0], key[1])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
@@ -37,7 +38,13 @@ from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import StoreError
-from .registry import ChangeCallback, CheckpointConflict, Subscriber, SubscriptionRegistry
+from .registry import (
+    ChangeCallback,
+    CheckpointConflict,
+    Member,
+    Subscriber,
+    SubscriptionRegistry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,11 +192,12 @@ class ZooKeeperRegistry(SubscriptionRegistry):
         except NoNodeError:
             return None
         record = SubscriberRecord.decode(data)
+        members = self._members(path) if record.shared else ()
         try:
             raw_address, address_stat = self.zk.get(path + "/address")
             raw_topics, _ = self.zk.get(path + "/topics")
         except NoNodeError:
-            return Subscriber(queue, name, record, stat.version)
+            return Subscriber(queue, name, record, stat.version, members=members)
         return Subscriber(
             queue,
             name,
@@ -198,7 +206,33 @@ class ZooKeeperRegistry(SubscriptionRegistry):
             raw_address.decode(),
             decode_topics(raw_topics),
             str(address_stat.czxid),
+            members,
         )
+
+    def _members(self, path: str) -> tuple[Member, ...]:
+        """The live members of a group: ephemeral ``members/<id>`` nodes, data
+        ``{"address": ..., "topics": [...]}``, incarnation = creation zxid."""
+        try:
+            ids = self.zk.get_children(path + "/members")
+        except NoNodeError:
+            return ()
+        out = []
+        for member in sorted(ids):
+            try:
+                data, stat = self.zk.get(f"{path}/members/{member}")
+            except NoNodeError:
+                continue
+            d = json.loads(data) if data else {}
+            topics = d.get("topics")
+            out.append(
+                Member(
+                    member,
+                    d.get("address"),
+                    frozenset(t.encode("latin-1") for t in topics) if topics else None,
+                    str(stat.czxid),
+                )
+            )
+        return tuple(out)
 
     # -- writing --------------------------------------------------------------------------
 
@@ -290,3 +324,40 @@ class ZooKeeperRegistry(SubscriptionRegistry):
         for child in ("address", "topics"):
             with contextlib.suppress(NoNodeError):
                 self.zk.delete(f"{path}/{child}")
+
+    @_zk_errors
+    def join(
+        self,
+        queue: str,
+        name: str,
+        member: str,
+        address: str | None,
+        topics: frozenset[bytes] | None,
+    ) -> str:
+        path = subscriber_path(queue, name)
+        if self.zk.exists(path) is None:
+            raise StoreError(f"{path} vanished before member {member} could join")
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(f"{path}/members")
+        node = f"{path}/members/{member}"
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(node)
+        data = json.dumps(
+            {"address": address, "topics": sorted(t.decode("latin-1") for t in topics or ())}
+        ).encode()
+        self.zk.create(node, data, ephemeral=True)
+        stat = self.zk.exists(node)
+        if stat is None:
+            raise StoreError(f"{node} vanished right after it was created")
+        self.changed(queue, name)  # other gateways see it at their next re-read
+        return str(stat.czxid)
+
+    @_zk_errors
+    def leave(self, queue: str, name: str, member: str, incarnation: str | None) -> None:
+        node = f"{subscriber_path(queue, name)}/members/{member}"
+        stat = self.zk.exists(node)
+        if stat is None or (incarnation is not None and str(stat.czxid) != incarnation):
+            return
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(node)
+        self.changed(queue, name)

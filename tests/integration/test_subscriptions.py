@@ -270,7 +270,10 @@ def test_listener_failing_three_times_gets_the_batch_again(
     wait_until(lambda: len(received(out, "ok")) >= 300, 20, what="all messages")
     lines = read_jsonl(out)
     attempts = [line["messages"] for line in lines if line["tag"].startswith("attempt")][:4]
-    assert attempts[0] == attempts[1] == attempts[2] == attempts[3], "not the same batch again"
+    # the failed batch is sent whole twice, then its messages one at a time (issue 13), so
+    # the third failure hits the first message alone and the fourth call sends it again
+    assert attempts[0] == attempts[1], "not the same batch again"
+    assert attempts[2] == attempts[3] == attempts[0][:1], "not one message at a time"
     ok = received(out, "ok")
     assert [m[4] for m in ok] == values
     assert_in_order(ok)

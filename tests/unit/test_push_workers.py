@@ -124,7 +124,7 @@ def setup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     indirect=True)``) only when a run stops."""
     senders: list[FakeSender] = []
 
-    def make(*args: Any) -> FakeSender:
+    def make(*args: Any, **kwargs: Any) -> FakeSender:  # retry policy etc.: not modelled
         sender = FakeSender(*args)
         senders.append(sender)
         return sender

@@ -112,3 +112,56 @@ def test_consume_call_encoded_from_rows_is_what_thriftpy2_writes() -> None:
     ).write(proto)
     proto.write_message_end()
     assert encode_call(7, rows) == buf.getvalue()
+
+
+def test_add_partitions_changes_the_subscription_it_is_called_on() -> None:
+    # seed 4.4 calls subscription.addPartitions(...) and ignores the result
+    sub = Subscription("s")
+    sub.add_partitions({0: None})
+    sub.add_partitions([2])
+    assert sub.partitions == {0: None, 2: None}
+    assert [p.partitionID for p in sub.to_thrift().partitions] == [0, 2]
+    with pytest.raises(ValueError, match="partitions"):
+        sub.add_partitions([-1])
+
+
+def test_retry_policy_backoff_and_record_round_trip() -> None:
+    from hqueue.subscriptions import REPLAY_PARTITION, RetryPolicy, SubscriberRecord
+
+    policy = RetryPolicy()
+    assert policy.to_list() == [16, 100, 10_000]
+    assert [policy.backoff(n) for n in (1, 2, 3, 8, 20)] == [0.1, 0.2, 0.4, 10.0, 10.0]
+    plain = SubscriberRecord([0, 1], {0: (5, 1), 1: None})
+    assert b"retry" not in plain.encode()  # old readers see the same record
+    assert SubscriberRecord.decode(plain.encode()) == plain
+    full = SubscriberRecord(
+        [0], {0: None}, None, 4, RetryPolicy(3, 10, 20), 7, True, (None, (9, 9))
+    )
+    assert SubscriberRecord.decode(full.encode()) == full
+    moved = full.with_checkpoints({0: (1, 1), REPLAY_PARTITION: (5, 0)})
+    assert moved.checkpoints == {0: (1, 1)} and moved.replay == ((5, 0), (9, 9))
+    assert moved.retry == full.retry and moved.epoch == 4
+    assert full.with_checkpoints({REPLAY_PARTITION: (9, 9)}).replay is None  # replay finished
+
+
+def test_parse_retry() -> None:
+    from hqueue.subscriptions import RetryPolicy
+
+    from subscriber_runtime.subscription import parse_retry
+
+    assert parse_retry(None, None) is None
+    assert parse_retry(3, None) == RetryPolicy(3, 100, 10_000)
+    assert parse_retry(None, "5:50") == RetryPolicy(16, 5, 50)
+    with pytest.raises(ValueError, match="--retry-backoff"):
+        parse_retry(None, "9:1")
+    with pytest.raises(ValueError, match="--max-attempts"):
+        parse_retry(-1, None)
+
+
+def test_dlq_name() -> None:
+    from hqueue.subscriptions import dlq_name
+
+    assert dlq_name("orders", "billing") == "orders.dlq.billing"
+    assert dlq_name("q", "a b_c") == "q.dlq.a_20b_5fc"  # escaped, and unambiguous
+    long = dlq_name("q" * 100, "s" * 100)
+    assert len(long) == 128 and long != dlq_name("q" * 100, "s" * 99 + "t")

@@ -192,6 +192,64 @@ class HQueueServiceIf {
    * @param token
    */
   virtual void authenticate(const Text& token) = 0;
+
+  /**
+   * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  virtual void putMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) = 0;
+
+  /**
+   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * 
+   * @param queueName
+   * @param key
+   * @param limit
+   */
+  virtual void findMessagesByKey(std::vector<TMessage> & _return, const Text& queueName, const std::string& key, const int32_t limit) = 0;
+
+  /**
+   * Moves every partition's checkpoint to just before the first message at or after
+   * timestampMs (forwards or backwards); live workers continue from there at once.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param timestampMs
+   */
+  virtual void resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs) = 0;
+
+  /**
+   * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+   * an empty list after maxWaitMs. A pull joins or renews the member.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  virtual void pullMessages(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) = 0;
+
+  /**
+   * Commits checkpoints up to and including each partition's startMessageID.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  virtual void ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) = 0;
+
+  /**
+   * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  virtual int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) = 0;
 };
 
 class HQueueServiceIfFactory {
@@ -307,6 +365,25 @@ class HQueueServiceNull : virtual public HQueueServiceIf {
   }
   void authenticate(const Text& /* token */) override {
     return;
+  }
+  void putMessagesReturningIds(std::vector<TMessageID> & /* _return */, const Text& /* queueName */, const int16_t /* partitionID */, const std::vector<TMessage> & /* tMessages */) override {
+    return;
+  }
+  void findMessagesByKey(std::vector<TMessage> & /* _return */, const Text& /* queueName */, const std::string& /* key */, const int32_t /* limit */) override {
+    return;
+  }
+  void resetSubscriber(const Text& /* queueName */, const Text& /* subscriberName */, const int64_t /* timestampMs */) override {
+    return;
+  }
+  void pullMessages(std::vector<TMessage> & /* _return */, const Text& /* queueName */, const Text& /* subscriberName */, const Text& /* memberID */, const int32_t /* maxMessages */, const int32_t /* maxWaitMs */) override {
+    return;
+  }
+  void ackMessages(const Text& /* queueName */, const Text& /* subscriberName */, const Text& /* memberID */, const std::vector<TSubscribedPartition> & /* upTo */) override {
+    return;
+  }
+  int64_t replayDeadLetters(const Text& /* queueName */, const Text& /* subscriberName */) override {
+    int64_t _return = 0;
+    return _return;
   }
 };
 
@@ -3633,6 +3710,827 @@ class HQueueService_authenticate_presult {
 
 };
 
+typedef struct _HQueueService_putMessagesReturningIds_args__isset {
+  _HQueueService_putMessagesReturningIds_args__isset() : queueName(false), partitionID(false), tMessages(false) {}
+  bool queueName :1;
+  bool partitionID :1;
+  bool tMessages :1;
+} _HQueueService_putMessagesReturningIds_args__isset;
+
+class HQueueService_putMessagesReturningIds_args {
+ public:
+
+  HQueueService_putMessagesReturningIds_args(const HQueueService_putMessagesReturningIds_args&);
+  HQueueService_putMessagesReturningIds_args& operator=(const HQueueService_putMessagesReturningIds_args&);
+  HQueueService_putMessagesReturningIds_args() noexcept
+                                             : queueName(),
+                                               partitionID(0) {
+  }
+
+  virtual ~HQueueService_putMessagesReturningIds_args() noexcept;
+  Text queueName;
+  int16_t partitionID;
+  std::vector<TMessage>  tMessages;
+
+  _HQueueService_putMessagesReturningIds_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_partitionID(const int16_t val);
+
+  void __set_tMessages(const std::vector<TMessage> & val);
+
+  bool operator == (const HQueueService_putMessagesReturningIds_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(partitionID == rhs.partitionID))
+      return false;
+    if (!(tMessages == rhs.tMessages))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_putMessagesReturningIds_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_putMessagesReturningIds_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_putMessagesReturningIds_pargs {
+ public:
+
+
+  virtual ~HQueueService_putMessagesReturningIds_pargs() noexcept;
+  const Text* queueName;
+  const int16_t* partitionID;
+  const std::vector<TMessage> * tMessages;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_putMessagesReturningIds_result__isset {
+  _HQueueService_putMessagesReturningIds_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_putMessagesReturningIds_result__isset;
+
+class HQueueService_putMessagesReturningIds_result {
+ public:
+
+  HQueueService_putMessagesReturningIds_result(const HQueueService_putMessagesReturningIds_result&);
+  HQueueService_putMessagesReturningIds_result& operator=(const HQueueService_putMessagesReturningIds_result&);
+  HQueueService_putMessagesReturningIds_result() noexcept {
+  }
+
+  virtual ~HQueueService_putMessagesReturningIds_result() noexcept;
+  std::vector<TMessageID>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_putMessagesReturningIds_result__isset __isset;
+
+  void __set_success(const std::vector<TMessageID> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_putMessagesReturningIds_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_putMessagesReturningIds_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_putMessagesReturningIds_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_putMessagesReturningIds_presult__isset {
+  _HQueueService_putMessagesReturningIds_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_putMessagesReturningIds_presult__isset;
+
+class HQueueService_putMessagesReturningIds_presult {
+ public:
+
+
+  virtual ~HQueueService_putMessagesReturningIds_presult() noexcept;
+  std::vector<TMessageID> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_putMessagesReturningIds_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_findMessagesByKey_args__isset {
+  _HQueueService_findMessagesByKey_args__isset() : queueName(false), key(false), limit(false) {}
+  bool queueName :1;
+  bool key :1;
+  bool limit :1;
+} _HQueueService_findMessagesByKey_args__isset;
+
+class HQueueService_findMessagesByKey_args {
+ public:
+
+  HQueueService_findMessagesByKey_args(const HQueueService_findMessagesByKey_args&);
+  HQueueService_findMessagesByKey_args& operator=(const HQueueService_findMessagesByKey_args&);
+  HQueueService_findMessagesByKey_args() noexcept
+                                       : queueName(),
+                                         key(),
+                                         limit(0) {
+  }
+
+  virtual ~HQueueService_findMessagesByKey_args() noexcept;
+  Text queueName;
+  std::string key;
+  int32_t limit;
+
+  _HQueueService_findMessagesByKey_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_key(const std::string& val);
+
+  void __set_limit(const int32_t val);
+
+  bool operator == (const HQueueService_findMessagesByKey_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(key == rhs.key))
+      return false;
+    if (!(limit == rhs.limit))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_findMessagesByKey_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_findMessagesByKey_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_findMessagesByKey_pargs {
+ public:
+
+
+  virtual ~HQueueService_findMessagesByKey_pargs() noexcept;
+  const Text* queueName;
+  const std::string* key;
+  const int32_t* limit;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_findMessagesByKey_result__isset {
+  _HQueueService_findMessagesByKey_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_findMessagesByKey_result__isset;
+
+class HQueueService_findMessagesByKey_result {
+ public:
+
+  HQueueService_findMessagesByKey_result(const HQueueService_findMessagesByKey_result&);
+  HQueueService_findMessagesByKey_result& operator=(const HQueueService_findMessagesByKey_result&);
+  HQueueService_findMessagesByKey_result() noexcept {
+  }
+
+  virtual ~HQueueService_findMessagesByKey_result() noexcept;
+  std::vector<TMessage>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_findMessagesByKey_result__isset __isset;
+
+  void __set_success(const std::vector<TMessage> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_findMessagesByKey_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_findMessagesByKey_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_findMessagesByKey_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_findMessagesByKey_presult__isset {
+  _HQueueService_findMessagesByKey_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_findMessagesByKey_presult__isset;
+
+class HQueueService_findMessagesByKey_presult {
+ public:
+
+
+  virtual ~HQueueService_findMessagesByKey_presult() noexcept;
+  std::vector<TMessage> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_findMessagesByKey_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_resetSubscriber_args__isset {
+  _HQueueService_resetSubscriber_args__isset() : queueName(false), subscriberName(false), timestampMs(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool timestampMs :1;
+} _HQueueService_resetSubscriber_args__isset;
+
+class HQueueService_resetSubscriber_args {
+ public:
+
+  HQueueService_resetSubscriber_args(const HQueueService_resetSubscriber_args&);
+  HQueueService_resetSubscriber_args& operator=(const HQueueService_resetSubscriber_args&);
+  HQueueService_resetSubscriber_args() noexcept
+                                     : queueName(),
+                                       subscriberName(),
+                                       timestampMs(0) {
+  }
+
+  virtual ~HQueueService_resetSubscriber_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  int64_t timestampMs;
+
+  _HQueueService_resetSubscriber_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_timestampMs(const int64_t val);
+
+  bool operator == (const HQueueService_resetSubscriber_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(timestampMs == rhs.timestampMs))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_resetSubscriber_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_resetSubscriber_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_resetSubscriber_pargs {
+ public:
+
+
+  virtual ~HQueueService_resetSubscriber_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const int64_t* timestampMs;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_resetSubscriber_result__isset {
+  _HQueueService_resetSubscriber_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_resetSubscriber_result__isset;
+
+class HQueueService_resetSubscriber_result {
+ public:
+
+  HQueueService_resetSubscriber_result(const HQueueService_resetSubscriber_result&);
+  HQueueService_resetSubscriber_result& operator=(const HQueueService_resetSubscriber_result&);
+  HQueueService_resetSubscriber_result() noexcept {
+  }
+
+  virtual ~HQueueService_resetSubscriber_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_resetSubscriber_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_resetSubscriber_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_resetSubscriber_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_resetSubscriber_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_resetSubscriber_presult__isset {
+  _HQueueService_resetSubscriber_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_resetSubscriber_presult__isset;
+
+class HQueueService_resetSubscriber_presult {
+ public:
+
+
+  virtual ~HQueueService_resetSubscriber_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_resetSubscriber_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_pullMessages_args__isset {
+  _HQueueService_pullMessages_args__isset() : queueName(false), subscriberName(false), memberID(false), maxMessages(false), maxWaitMs(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool memberID :1;
+  bool maxMessages :1;
+  bool maxWaitMs :1;
+} _HQueueService_pullMessages_args__isset;
+
+class HQueueService_pullMessages_args {
+ public:
+
+  HQueueService_pullMessages_args(const HQueueService_pullMessages_args&);
+  HQueueService_pullMessages_args& operator=(const HQueueService_pullMessages_args&);
+  HQueueService_pullMessages_args() noexcept
+                                  : queueName(),
+                                    subscriberName(),
+                                    memberID(),
+                                    maxMessages(0),
+                                    maxWaitMs(0) {
+  }
+
+  virtual ~HQueueService_pullMessages_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  Text memberID;
+  int32_t maxMessages;
+  int32_t maxWaitMs;
+
+  _HQueueService_pullMessages_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_memberID(const Text& val);
+
+  void __set_maxMessages(const int32_t val);
+
+  void __set_maxWaitMs(const int32_t val);
+
+  bool operator == (const HQueueService_pullMessages_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(memberID == rhs.memberID))
+      return false;
+    if (!(maxMessages == rhs.maxMessages))
+      return false;
+    if (!(maxWaitMs == rhs.maxWaitMs))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_pullMessages_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_pullMessages_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_pullMessages_pargs {
+ public:
+
+
+  virtual ~HQueueService_pullMessages_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const Text* memberID;
+  const int32_t* maxMessages;
+  const int32_t* maxWaitMs;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_pullMessages_result__isset {
+  _HQueueService_pullMessages_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_pullMessages_result__isset;
+
+class HQueueService_pullMessages_result {
+ public:
+
+  HQueueService_pullMessages_result(const HQueueService_pullMessages_result&);
+  HQueueService_pullMessages_result& operator=(const HQueueService_pullMessages_result&);
+  HQueueService_pullMessages_result() noexcept {
+  }
+
+  virtual ~HQueueService_pullMessages_result() noexcept;
+  std::vector<TMessage>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_pullMessages_result__isset __isset;
+
+  void __set_success(const std::vector<TMessage> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_pullMessages_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_pullMessages_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_pullMessages_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_pullMessages_presult__isset {
+  _HQueueService_pullMessages_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_pullMessages_presult__isset;
+
+class HQueueService_pullMessages_presult {
+ public:
+
+
+  virtual ~HQueueService_pullMessages_presult() noexcept;
+  std::vector<TMessage> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_pullMessages_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_ackMessages_args__isset {
+  _HQueueService_ackMessages_args__isset() : queueName(false), subscriberName(false), memberID(false), upTo(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool memberID :1;
+  bool upTo :1;
+} _HQueueService_ackMessages_args__isset;
+
+class HQueueService_ackMessages_args {
+ public:
+
+  HQueueService_ackMessages_args(const HQueueService_ackMessages_args&);
+  HQueueService_ackMessages_args& operator=(const HQueueService_ackMessages_args&);
+  HQueueService_ackMessages_args() noexcept
+                                 : queueName(),
+                                   subscriberName(),
+                                   memberID() {
+  }
+
+  virtual ~HQueueService_ackMessages_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  Text memberID;
+  std::vector<TSubscribedPartition>  upTo;
+
+  _HQueueService_ackMessages_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_memberID(const Text& val);
+
+  void __set_upTo(const std::vector<TSubscribedPartition> & val);
+
+  bool operator == (const HQueueService_ackMessages_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(memberID == rhs.memberID))
+      return false;
+    if (!(upTo == rhs.upTo))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_ackMessages_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_ackMessages_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_ackMessages_pargs {
+ public:
+
+
+  virtual ~HQueueService_ackMessages_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const Text* memberID;
+  const std::vector<TSubscribedPartition> * upTo;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_ackMessages_result__isset {
+  _HQueueService_ackMessages_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_ackMessages_result__isset;
+
+class HQueueService_ackMessages_result {
+ public:
+
+  HQueueService_ackMessages_result(const HQueueService_ackMessages_result&);
+  HQueueService_ackMessages_result& operator=(const HQueueService_ackMessages_result&);
+  HQueueService_ackMessages_result() noexcept {
+  }
+
+  virtual ~HQueueService_ackMessages_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_ackMessages_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_ackMessages_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_ackMessages_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_ackMessages_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_ackMessages_presult__isset {
+  _HQueueService_ackMessages_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_ackMessages_presult__isset;
+
+class HQueueService_ackMessages_presult {
+ public:
+
+
+  virtual ~HQueueService_ackMessages_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_ackMessages_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_replayDeadLetters_args__isset {
+  _HQueueService_replayDeadLetters_args__isset() : queueName(false), subscriberName(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+} _HQueueService_replayDeadLetters_args__isset;
+
+class HQueueService_replayDeadLetters_args {
+ public:
+
+  HQueueService_replayDeadLetters_args(const HQueueService_replayDeadLetters_args&);
+  HQueueService_replayDeadLetters_args& operator=(const HQueueService_replayDeadLetters_args&);
+  HQueueService_replayDeadLetters_args() noexcept
+                                       : queueName(),
+                                         subscriberName() {
+  }
+
+  virtual ~HQueueService_replayDeadLetters_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+
+  _HQueueService_replayDeadLetters_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  bool operator == (const HQueueService_replayDeadLetters_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_replayDeadLetters_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_replayDeadLetters_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_replayDeadLetters_pargs {
+ public:
+
+
+  virtual ~HQueueService_replayDeadLetters_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_replayDeadLetters_result__isset {
+  _HQueueService_replayDeadLetters_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_replayDeadLetters_result__isset;
+
+class HQueueService_replayDeadLetters_result {
+ public:
+
+  HQueueService_replayDeadLetters_result(const HQueueService_replayDeadLetters_result&);
+  HQueueService_replayDeadLetters_result& operator=(const HQueueService_replayDeadLetters_result&);
+  HQueueService_replayDeadLetters_result() noexcept
+                                         : success(0) {
+  }
+
+  virtual ~HQueueService_replayDeadLetters_result() noexcept;
+  int64_t success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_replayDeadLetters_result__isset __isset;
+
+  void __set_success(const int64_t val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_replayDeadLetters_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_replayDeadLetters_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_replayDeadLetters_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_replayDeadLetters_presult__isset {
+  _HQueueService_replayDeadLetters_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_replayDeadLetters_presult__isset;
+
+class HQueueService_replayDeadLetters_presult {
+ public:
+
+
+  virtual ~HQueueService_replayDeadLetters_presult() noexcept;
+  int64_t* success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_replayDeadLetters_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
 class HQueueServiceClient : virtual public HQueueServiceIf {
  public:
   HQueueServiceClient(std::shared_ptr< ::apache::thrift::protocol::TProtocol> prot) {
@@ -3862,6 +4760,70 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   void authenticate(const Text& token) override;
   void send_authenticate(const Text& token);
   void recv_authenticate();
+  /**
+   * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void putMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  void send_putMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_putMessagesReturningIds(std::vector<TMessageID> & _return);
+  /**
+   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * 
+   * @param queueName
+   * @param key
+   * @param limit
+   */
+  void findMessagesByKey(std::vector<TMessage> & _return, const Text& queueName, const std::string& key, const int32_t limit) override;
+  void send_findMessagesByKey(const Text& queueName, const std::string& key, const int32_t limit);
+  void recv_findMessagesByKey(std::vector<TMessage> & _return);
+  /**
+   * Moves every partition's checkpoint to just before the first message at or after
+   * timestampMs (forwards or backwards); live workers continue from there at once.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param timestampMs
+   */
+  void resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs) override;
+  void send_resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs);
+  void recv_resetSubscriber();
+  /**
+   * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+   * an empty list after maxWaitMs. A pull joins or renews the member.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void pullMessages(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override;
+  void send_pullMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs);
+  void recv_pullMessages(std::vector<TMessage> & _return);
+  /**
+   * Commits checkpoints up to and including each partition's startMessageID.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override;
+  void send_ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo);
+  void recv_ackMessages();
+  /**
+   * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) override;
+  void send_replayDeadLetters(const Text& queueName, const Text& subscriberName);
+  int64_t recv_replayDeadLetters();
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;
@@ -3904,6 +4866,12 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
   void process_listGateways(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_balanceCluster(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_authenticate(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_putMessagesReturningIds(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_findMessagesByKey(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_resetSubscriber(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_pullMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_ackMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_replayDeadLetters(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
  public:
   HQueueServiceProcessor(::std::shared_ptr<HQueueServiceIf> iface) :
     iface_(iface) {
@@ -3934,6 +4902,12 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
     processMap_["listGateways"] = &HQueueServiceProcessor::process_listGateways;
     processMap_["balanceCluster"] = &HQueueServiceProcessor::process_balanceCluster;
     processMap_["authenticate"] = &HQueueServiceProcessor::process_authenticate;
+    processMap_["putMessagesReturningIds"] = &HQueueServiceProcessor::process_putMessagesReturningIds;
+    processMap_["findMessagesByKey"] = &HQueueServiceProcessor::process_findMessagesByKey;
+    processMap_["resetSubscriber"] = &HQueueServiceProcessor::process_resetSubscriber;
+    processMap_["pullMessages"] = &HQueueServiceProcessor::process_pullMessages;
+    processMap_["ackMessages"] = &HQueueServiceProcessor::process_ackMessages;
+    processMap_["replayDeadLetters"] = &HQueueServiceProcessor::process_replayDeadLetters;
   }
 
   virtual ~HQueueServiceProcessor() {}
@@ -4334,6 +5308,109 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
     ifaces_[i]->authenticate(token);
   }
 
+  /**
+   * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void putMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->putMessagesReturningIds(_return, queueName, partitionID, tMessages);
+    }
+    ifaces_[i]->putMessagesReturningIds(_return, queueName, partitionID, tMessages);
+    return;
+  }
+
+  /**
+   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * 
+   * @param queueName
+   * @param key
+   * @param limit
+   */
+  void findMessagesByKey(std::vector<TMessage> & _return, const Text& queueName, const std::string& key, const int32_t limit) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->findMessagesByKey(_return, queueName, key, limit);
+    }
+    ifaces_[i]->findMessagesByKey(_return, queueName, key, limit);
+    return;
+  }
+
+  /**
+   * Moves every partition's checkpoint to just before the first message at or after
+   * timestampMs (forwards or backwards); live workers continue from there at once.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param timestampMs
+   */
+  void resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->resetSubscriber(queueName, subscriberName, timestampMs);
+    }
+    ifaces_[i]->resetSubscriber(queueName, subscriberName, timestampMs);
+  }
+
+  /**
+   * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+   * an empty list after maxWaitMs. A pull joins or renews the member.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void pullMessages(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->pullMessages(_return, queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+    }
+    ifaces_[i]->pullMessages(_return, queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+    return;
+  }
+
+  /**
+   * Commits checkpoints up to and including each partition's startMessageID.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->ackMessages(queueName, subscriberName, memberID, upTo);
+    }
+    ifaces_[i]->ackMessages(queueName, subscriberName, memberID, upTo);
+  }
+
+  /**
+   * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->replayDeadLetters(queueName, subscriberName);
+    }
+    return ifaces_[i]->replayDeadLetters(queueName, subscriberName);
+  }
+
 };
 
 // The 'concurrent' client is a thread safe client that correctly handles
@@ -4570,6 +5647,70 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   void authenticate(const Text& token) override;
   int32_t send_authenticate(const Text& token);
   void recv_authenticate(const int32_t seqid);
+  /**
+   * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void putMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  int32_t send_putMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_putMessagesReturningIds(std::vector<TMessageID> & _return, const int32_t seqid);
+  /**
+   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * 
+   * @param queueName
+   * @param key
+   * @param limit
+   */
+  void findMessagesByKey(std::vector<TMessage> & _return, const Text& queueName, const std::string& key, const int32_t limit) override;
+  int32_t send_findMessagesByKey(const Text& queueName, const std::string& key, const int32_t limit);
+  void recv_findMessagesByKey(std::vector<TMessage> & _return, const int32_t seqid);
+  /**
+   * Moves every partition's checkpoint to just before the first message at or after
+   * timestampMs (forwards or backwards); live workers continue from there at once.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param timestampMs
+   */
+  void resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs) override;
+  int32_t send_resetSubscriber(const Text& queueName, const Text& subscriberName, const int64_t timestampMs);
+  void recv_resetSubscriber(const int32_t seqid);
+  /**
+   * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+   * an empty list after maxWaitMs. A pull joins or renews the member.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void pullMessages(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override;
+  int32_t send_pullMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs);
+  void recv_pullMessages(std::vector<TMessage> & _return, const int32_t seqid);
+  /**
+   * Commits checkpoints up to and including each partition's startMessageID.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override;
+  int32_t send_ackMessages(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo);
+  void recv_ackMessages(const int32_t seqid);
+  /**
+   * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+   * 
+   * @param queueName
+   * @param subscriberName
+   */
+  int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) override;
+  int32_t send_replayDeadLetters(const Text& queueName, const Text& subscriberName);
+  int64_t recv_replayDeadLetters(const int32_t seqid);
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;

@@ -147,6 +147,16 @@ void TMessage::__set_topic(const std::string& val) {
 void TMessage::__set_value(const std::string& val) {
   this->value = val;
 }
+
+void TMessage::__set_key(const std::string& val) {
+  this->key = val;
+__isset.key = true;
+}
+
+void TMessage::__set_properties(const std::map<std::string, std::string> & val) {
+  this->properties = val;
+__isset.properties = true;
+}
 std::ostream& operator<<(std::ostream& out, const TMessage& obj)
 {
   obj.printTo(out);
@@ -207,6 +217,37 @@ uint32_t TMessage::read(::apache::thrift::protocol::TProtocol* iprot) {
           xfer += iprot->skip(ftype);
         }
         break;
+      case 5:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->key);
+          this->__isset.key = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 6:
+        if (ftype == ::apache::thrift::protocol::T_MAP) {
+          {
+            this->properties.clear();
+            uint32_t _size2;
+            ::apache::thrift::protocol::TType _ktype3;
+            ::apache::thrift::protocol::TType _vtype4;
+            xfer += iprot->readMapBegin(_ktype3, _vtype4, _size2);
+            uint32_t _i6;
+            for (_i6 = 0; _i6 < _size2; ++_i6)
+            {
+              std::string _key7;
+              xfer += iprot->readString(_key7);
+              std::string& _val8 = this->properties[_key7];
+              xfer += iprot->readBinary(_val8);
+            }
+            xfer += iprot->readMapEnd();
+          }
+          this->__isset.properties = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
       default:
         xfer += iprot->skip(ftype);
         break;
@@ -242,6 +283,25 @@ uint32_t TMessage::write(::apache::thrift::protocol::TProtocol* oprot) const {
   xfer += oprot->writeBinary(this->value);
   xfer += oprot->writeFieldEnd();
 
+  if (this->__isset.key) {
+    xfer += oprot->writeFieldBegin("key", ::apache::thrift::protocol::T_STRING, 5);
+    xfer += oprot->writeBinary(this->key);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.properties) {
+    xfer += oprot->writeFieldBegin("properties", ::apache::thrift::protocol::T_MAP, 6);
+    {
+      xfer += oprot->writeMapBegin(::apache::thrift::protocol::T_STRING, ::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->properties.size()));
+      std::map<std::string, std::string> ::const_iterator _iter9;
+      for (_iter9 = this->properties.begin(); _iter9 != this->properties.end(); ++_iter9)
+      {
+        xfer += oprot->writeString(_iter9->first);
+        xfer += oprot->writeBinary(_iter9->second);
+      }
+      xfer += oprot->writeMapEnd();
+    }
+    xfer += oprot->writeFieldEnd();
+  }
   xfer += oprot->writeFieldStop();
   xfer += oprot->writeStructEnd();
   return xfer;
@@ -253,22 +313,28 @@ void swap(TMessage &a, TMessage &b) {
   swap(a.partitionID, b.partitionID);
   swap(a.topic, b.topic);
   swap(a.value, b.value);
+  swap(a.key, b.key);
+  swap(a.properties, b.properties);
   swap(a.__isset, b.__isset);
 }
 
-TMessage::TMessage(const TMessage& other2) {
-  id = other2.id;
-  partitionID = other2.partitionID;
-  topic = other2.topic;
-  value = other2.value;
-  __isset = other2.__isset;
+TMessage::TMessage(const TMessage& other10) {
+  id = other10.id;
+  partitionID = other10.partitionID;
+  topic = other10.topic;
+  value = other10.value;
+  key = other10.key;
+  properties = other10.properties;
+  __isset = other10.__isset;
 }
-TMessage& TMessage::operator=(const TMessage& other3) {
-  id = other3.id;
-  partitionID = other3.partitionID;
-  topic = other3.topic;
-  value = other3.value;
-  __isset = other3.__isset;
+TMessage& TMessage::operator=(const TMessage& other11) {
+  id = other11.id;
+  partitionID = other11.partitionID;
+  topic = other11.topic;
+  value = other11.value;
+  key = other11.key;
+  properties = other11.properties;
+  __isset = other11.__isset;
   return *this;
 }
 void TMessage::printTo(std::ostream& out) const {
@@ -278,6 +344,8 @@ void TMessage::printTo(std::ostream& out) const {
   out << ", " << "partitionID="; (__isset.partitionID ? (out << to_string(partitionID)) : (out << "<null>"));
   out << ", " << "topic=" << to_string(topic);
   out << ", " << "value=" << to_string(value);
+  out << ", " << "key="; (__isset.key ? (out << to_string(key)) : (out << "<null>"));
+  out << ", " << "properties="; (__isset.properties ? (out << to_string(properties)) : (out << "<null>"));
   out << ")";
 }
 
@@ -358,14 +426,14 @@ uint32_t TMessageScan::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_LIST) {
           {
             this->topics.clear();
-            uint32_t _size4;
-            ::apache::thrift::protocol::TType _etype7;
-            xfer += iprot->readListBegin(_etype7, _size4);
-            this->topics.resize(_size4);
-            uint32_t _i8;
-            for (_i8 = 0; _i8 < _size4; ++_i8)
+            uint32_t _size12;
+            ::apache::thrift::protocol::TType _etype15;
+            xfer += iprot->readListBegin(_etype15, _size12);
+            this->topics.resize(_size12);
+            uint32_t _i16;
+            for (_i16 = 0; _i16 < _size12; ++_i16)
             {
-              xfer += iprot->readBinary(this->topics[_i8]);
+              xfer += iprot->readBinary(this->topics[_i16]);
             }
             xfer += iprot->readListEnd();
           }
@@ -421,10 +489,10 @@ uint32_t TMessageScan::write(::apache::thrift::protocol::TProtocol* oprot) const
     xfer += oprot->writeFieldBegin("topics", ::apache::thrift::protocol::T_LIST, 3);
     {
       xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->topics.size()));
-      std::vector<Text> ::const_iterator _iter9;
-      for (_iter9 = this->topics.begin(); _iter9 != this->topics.end(); ++_iter9)
+      std::vector<Text> ::const_iterator _iter17;
+      for (_iter17 = this->topics.begin(); _iter17 != this->topics.end(); ++_iter17)
       {
-        xfer += oprot->writeBinary((*_iter9));
+        xfer += oprot->writeBinary((*_iter17));
       }
       xfer += oprot->writeListEnd();
     }
@@ -455,21 +523,21 @@ void swap(TMessageScan &a, TMessageScan &b) {
   swap(a.__isset, b.__isset);
 }
 
-TMessageScan::TMessageScan(const TMessageScan& other10) {
-  startMessageID = other10.startMessageID;
-  stopMessageID = other10.stopMessageID;
-  topics = other10.topics;
-  reversed = other10.reversed;
-  caching = other10.caching;
-  __isset = other10.__isset;
+TMessageScan::TMessageScan(const TMessageScan& other18) {
+  startMessageID = other18.startMessageID;
+  stopMessageID = other18.stopMessageID;
+  topics = other18.topics;
+  reversed = other18.reversed;
+  caching = other18.caching;
+  __isset = other18.__isset;
 }
-TMessageScan& TMessageScan::operator=(const TMessageScan& other11) {
-  startMessageID = other11.startMessageID;
-  stopMessageID = other11.stopMessageID;
-  topics = other11.topics;
-  reversed = other11.reversed;
-  caching = other11.caching;
-  __isset = other11.__isset;
+TMessageScan& TMessageScan::operator=(const TMessageScan& other19) {
+  startMessageID = other19.startMessageID;
+  stopMessageID = other19.stopMessageID;
+  topics = other19.topics;
+  reversed = other19.reversed;
+  caching = other19.caching;
+  __isset = other19.__isset;
   return *this;
 }
 void TMessageScan::printTo(std::ostream& out) const {
@@ -571,17 +639,17 @@ uint32_t TQueueInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_MAP) {
           {
             this->config.clear();
-            uint32_t _size12;
-            ::apache::thrift::protocol::TType _ktype13;
-            ::apache::thrift::protocol::TType _vtype14;
-            xfer += iprot->readMapBegin(_ktype13, _vtype14, _size12);
-            uint32_t _i16;
-            for (_i16 = 0; _i16 < _size12; ++_i16)
+            uint32_t _size20;
+            ::apache::thrift::protocol::TType _ktype21;
+            ::apache::thrift::protocol::TType _vtype22;
+            xfer += iprot->readMapBegin(_ktype21, _vtype22, _size20);
+            uint32_t _i24;
+            for (_i24 = 0; _i24 < _size20; ++_i24)
             {
-              std::string _key17;
-              xfer += iprot->readString(_key17);
-              std::string& _val18 = this->config[_key17];
-              xfer += iprot->readString(_val18);
+              std::string _key25;
+              xfer += iprot->readString(_key25);
+              std::string& _val26 = this->config[_key25];
+              xfer += iprot->readString(_val26);
             }
             xfer += iprot->readMapEnd();
           }
@@ -626,11 +694,11 @@ uint32_t TQueueInfo::write(::apache::thrift::protocol::TProtocol* oprot) const {
   xfer += oprot->writeFieldBegin("config", ::apache::thrift::protocol::T_MAP, 5);
   {
     xfer += oprot->writeMapBegin(::apache::thrift::protocol::T_STRING, ::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->config.size()));
-    std::map<std::string, std::string> ::const_iterator _iter19;
-    for (_iter19 = this->config.begin(); _iter19 != this->config.end(); ++_iter19)
+    std::map<std::string, std::string> ::const_iterator _iter27;
+    for (_iter27 = this->config.begin(); _iter27 != this->config.end(); ++_iter27)
     {
-      xfer += oprot->writeString(_iter19->first);
-      xfer += oprot->writeString(_iter19->second);
+      xfer += oprot->writeString(_iter27->first);
+      xfer += oprot->writeString(_iter27->second);
     }
     xfer += oprot->writeMapEnd();
   }
@@ -651,21 +719,21 @@ void swap(TQueueInfo &a, TQueueInfo &b) {
   swap(a.__isset, b.__isset);
 }
 
-TQueueInfo::TQueueInfo(const TQueueInfo& other20) {
-  name = other20.name;
-  partitionCount = other20.partitionCount;
-  ttlSeconds = other20.ttlSeconds;
-  enabled = other20.enabled;
-  config = other20.config;
-  __isset = other20.__isset;
+TQueueInfo::TQueueInfo(const TQueueInfo& other28) {
+  name = other28.name;
+  partitionCount = other28.partitionCount;
+  ttlSeconds = other28.ttlSeconds;
+  enabled = other28.enabled;
+  config = other28.config;
+  __isset = other28.__isset;
 }
-TQueueInfo& TQueueInfo::operator=(const TQueueInfo& other21) {
-  name = other21.name;
-  partitionCount = other21.partitionCount;
-  ttlSeconds = other21.ttlSeconds;
-  enabled = other21.enabled;
-  config = other21.config;
-  __isset = other21.__isset;
+TQueueInfo& TQueueInfo::operator=(const TQueueInfo& other29) {
+  name = other29.name;
+  partitionCount = other29.partitionCount;
+  ttlSeconds = other29.ttlSeconds;
+  enabled = other29.enabled;
+  config = other29.config;
+  __isset = other29.__isset;
   return *this;
 }
 void TQueueInfo::printTo(std::ostream& out) const {
@@ -755,13 +823,13 @@ void swap(IOError &a, IOError &b) {
   swap(a.__isset, b.__isset);
 }
 
-IOError::IOError(const IOError& other22) : TException() {
-  message = other22.message;
-  __isset = other22.__isset;
+IOError::IOError(const IOError& other30) : TException() {
+  message = other30.message;
+  __isset = other30.__isset;
 }
-IOError& IOError::operator=(const IOError& other23) {
-  message = other23.message;
-  __isset = other23.__isset;
+IOError& IOError::operator=(const IOError& other31) {
+  message = other31.message;
+  __isset = other31.__isset;
   return *this;
 }
 void IOError::printTo(std::ostream& out) const {
@@ -858,13 +926,13 @@ void swap(IllegalArgument &a, IllegalArgument &b) {
   swap(a.__isset, b.__isset);
 }
 
-IllegalArgument::IllegalArgument(const IllegalArgument& other24) : TException() {
-  message = other24.message;
-  __isset = other24.__isset;
+IllegalArgument::IllegalArgument(const IllegalArgument& other32) : TException() {
+  message = other32.message;
+  __isset = other32.__isset;
 }
-IllegalArgument& IllegalArgument::operator=(const IllegalArgument& other25) {
-  message = other25.message;
-  __isset = other25.__isset;
+IllegalArgument& IllegalArgument::operator=(const IllegalArgument& other33) {
+  message = other33.message;
+  __isset = other33.__isset;
   return *this;
 }
 void IllegalArgument::printTo(std::ostream& out) const {
@@ -980,15 +1048,15 @@ void swap(TSubscribedPartition &a, TSubscribedPartition &b) {
   swap(a.__isset, b.__isset);
 }
 
-TSubscribedPartition::TSubscribedPartition(const TSubscribedPartition& other26) noexcept {
-  partitionID = other26.partitionID;
-  startMessageID = other26.startMessageID;
-  __isset = other26.__isset;
+TSubscribedPartition::TSubscribedPartition(const TSubscribedPartition& other34) noexcept {
+  partitionID = other34.partitionID;
+  startMessageID = other34.startMessageID;
+  __isset = other34.__isset;
 }
-TSubscribedPartition& TSubscribedPartition::operator=(const TSubscribedPartition& other27) noexcept {
-  partitionID = other27.partitionID;
-  startMessageID = other27.startMessageID;
-  __isset = other27.__isset;
+TSubscribedPartition& TSubscribedPartition::operator=(const TSubscribedPartition& other35) noexcept {
+  partitionID = other35.partitionID;
+  startMessageID = other35.startMessageID;
+  __isset = other35.__isset;
   return *this;
 }
 void TSubscribedPartition::printTo(std::ostream& out) const {
@@ -996,6 +1064,298 @@ void TSubscribedPartition::printTo(std::ostream& out) const {
   out << "TSubscribedPartition(";
   out << "partitionID=" << to_string(partitionID);
   out << ", " << "startMessageID="; (__isset.startMessageID ? (out << to_string(startMessageID)) : (out << "<null>"));
+  out << ")";
+}
+
+
+TRetryPolicy::~TRetryPolicy() noexcept {
+}
+
+
+void TRetryPolicy::__set_maxAttempts(const int32_t val) {
+  this->maxAttempts = val;
+__isset.maxAttempts = true;
+}
+
+void TRetryPolicy::__set_firstBackoffMs(const int32_t val) {
+  this->firstBackoffMs = val;
+__isset.firstBackoffMs = true;
+}
+
+void TRetryPolicy::__set_maxBackoffMs(const int32_t val) {
+  this->maxBackoffMs = val;
+__isset.maxBackoffMs = true;
+}
+std::ostream& operator<<(std::ostream& out, const TRetryPolicy& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TRetryPolicy::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_I32) {
+          xfer += iprot->readI32(this->maxAttempts);
+          this->__isset.maxAttempts = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_I32) {
+          xfer += iprot->readI32(this->firstBackoffMs);
+          this->__isset.firstBackoffMs = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_I32) {
+          xfer += iprot->readI32(this->maxBackoffMs);
+          this->__isset.maxBackoffMs = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TRetryPolicy::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TRetryPolicy");
+
+  if (this->__isset.maxAttempts) {
+    xfer += oprot->writeFieldBegin("maxAttempts", ::apache::thrift::protocol::T_I32, 1);
+    xfer += oprot->writeI32(this->maxAttempts);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.firstBackoffMs) {
+    xfer += oprot->writeFieldBegin("firstBackoffMs", ::apache::thrift::protocol::T_I32, 2);
+    xfer += oprot->writeI32(this->firstBackoffMs);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.maxBackoffMs) {
+    xfer += oprot->writeFieldBegin("maxBackoffMs", ::apache::thrift::protocol::T_I32, 3);
+    xfer += oprot->writeI32(this->maxBackoffMs);
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TRetryPolicy &a, TRetryPolicy &b) {
+  using ::std::swap;
+  swap(a.maxAttempts, b.maxAttempts);
+  swap(a.firstBackoffMs, b.firstBackoffMs);
+  swap(a.maxBackoffMs, b.maxBackoffMs);
+  swap(a.__isset, b.__isset);
+}
+
+TRetryPolicy::TRetryPolicy(const TRetryPolicy& other36) noexcept {
+  maxAttempts = other36.maxAttempts;
+  firstBackoffMs = other36.firstBackoffMs;
+  maxBackoffMs = other36.maxBackoffMs;
+  __isset = other36.__isset;
+}
+TRetryPolicy& TRetryPolicy::operator=(const TRetryPolicy& other37) noexcept {
+  maxAttempts = other37.maxAttempts;
+  firstBackoffMs = other37.firstBackoffMs;
+  maxBackoffMs = other37.maxBackoffMs;
+  __isset = other37.__isset;
+  return *this;
+}
+void TRetryPolicy::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TRetryPolicy(";
+  out << "maxAttempts="; (__isset.maxAttempts ? (out << to_string(maxAttempts)) : (out << "<null>"));
+  out << ", " << "firstBackoffMs="; (__isset.firstBackoffMs ? (out << to_string(firstBackoffMs)) : (out << "<null>"));
+  out << ", " << "maxBackoffMs="; (__isset.maxBackoffMs ? (out << to_string(maxBackoffMs)) : (out << "<null>"));
+  out << ")";
+}
+
+
+TGroupMember::~TGroupMember() noexcept {
+}
+
+
+void TGroupMember::__set_memberID(const Text& val) {
+  this->memberID = val;
+}
+
+void TGroupMember::__set_address(const Text& val) {
+  this->address = val;
+__isset.address = true;
+}
+
+void TGroupMember::__set_partitions(const std::vector<int16_t> & val) {
+  this->partitions = val;
+}
+std::ostream& operator<<(std::ostream& out, const TGroupMember& obj)
+{
+  obj.printTo(out);
+  return out;
+}
+
+
+uint32_t TGroupMember::read(::apache::thrift::protocol::TProtocol* iprot) {
+
+  ::apache::thrift::protocol::TInputRecursionTracker tracker(*iprot);
+  uint32_t xfer = 0;
+  std::string fname;
+  ::apache::thrift::protocol::TType ftype;
+  int16_t fid;
+
+  xfer += iprot->readStructBegin(fname);
+
+  using ::apache::thrift::protocol::TProtocolException;
+
+
+  while (true)
+  {
+    xfer += iprot->readFieldBegin(fname, ftype, fid);
+    if (ftype == ::apache::thrift::protocol::T_STOP) {
+      break;
+    }
+    switch (fid)
+    {
+      case 1:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->memberID);
+          this->__isset.memberID = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 2:
+        if (ftype == ::apache::thrift::protocol::T_STRING) {
+          xfer += iprot->readBinary(this->address);
+          this->__isset.address = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 3:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->partitions.clear();
+            uint32_t _size38;
+            ::apache::thrift::protocol::TType _etype41;
+            xfer += iprot->readListBegin(_etype41, _size38);
+            this->partitions.resize(_size38);
+            uint32_t _i42;
+            for (_i42 = 0; _i42 < _size38; ++_i42)
+            {
+              xfer += iprot->readI16(this->partitions[_i42]);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      default:
+        xfer += iprot->skip(ftype);
+        break;
+    }
+    xfer += iprot->readFieldEnd();
+  }
+
+  xfer += iprot->readStructEnd();
+
+  return xfer;
+}
+
+uint32_t TGroupMember::write(::apache::thrift::protocol::TProtocol* oprot) const {
+  uint32_t xfer = 0;
+  ::apache::thrift::protocol::TOutputRecursionTracker tracker(*oprot);
+  xfer += oprot->writeStructBegin("TGroupMember");
+
+  xfer += oprot->writeFieldBegin("memberID", ::apache::thrift::protocol::T_STRING, 1);
+  xfer += oprot->writeBinary(this->memberID);
+  xfer += oprot->writeFieldEnd();
+
+  if (this->__isset.address) {
+    xfer += oprot->writeFieldBegin("address", ::apache::thrift::protocol::T_STRING, 2);
+    xfer += oprot->writeBinary(this->address);
+    xfer += oprot->writeFieldEnd();
+  }
+  xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_LIST, 3);
+  {
+    xfer += oprot->writeListBegin(::apache::thrift::protocol::T_I16, static_cast<uint32_t>(this->partitions.size()));
+    std::vector<int16_t> ::const_iterator _iter43;
+    for (_iter43 = this->partitions.begin(); _iter43 != this->partitions.end(); ++_iter43)
+    {
+      xfer += oprot->writeI16((*_iter43));
+    }
+    xfer += oprot->writeListEnd();
+  }
+  xfer += oprot->writeFieldEnd();
+
+  xfer += oprot->writeFieldStop();
+  xfer += oprot->writeStructEnd();
+  return xfer;
+}
+
+void swap(TGroupMember &a, TGroupMember &b) {
+  using ::std::swap;
+  swap(a.memberID, b.memberID);
+  swap(a.address, b.address);
+  swap(a.partitions, b.partitions);
+  swap(a.__isset, b.__isset);
+}
+
+TGroupMember::TGroupMember(const TGroupMember& other44) {
+  memberID = other44.memberID;
+  address = other44.address;
+  partitions = other44.partitions;
+  __isset = other44.__isset;
+}
+TGroupMember& TGroupMember::operator=(const TGroupMember& other45) {
+  memberID = other45.memberID;
+  address = other45.address;
+  partitions = other45.partitions;
+  __isset = other45.__isset;
+  return *this;
+}
+void TGroupMember::printTo(std::ostream& out) const {
+  using ::apache::thrift::to_string;
+  out << "TGroupMember(";
+  out << "memberID=" << to_string(memberID);
+  out << ", " << "address="; (__isset.address ? (out << to_string(address)) : (out << "<null>"));
+  out << ", " << "partitions=" << to_string(partitions);
   out << ")";
 }
 
@@ -1016,6 +1376,21 @@ __isset.topics = true;
 void TSubscription::__set_partitions(const std::vector<TSubscribedPartition> & val) {
   this->partitions = val;
 __isset.partitions = true;
+}
+
+void TSubscription::__set_retryPolicy(const TRetryPolicy& val) {
+  this->retryPolicy = val;
+__isset.retryPolicy = true;
+}
+
+void TSubscription::__set_maxBatchMessages(const int32_t val) {
+  this->maxBatchMessages = val;
+__isset.maxBatchMessages = true;
+}
+
+void TSubscription::__set_shared(const bool val) {
+  this->shared = val;
+__isset.shared = true;
 }
 std::ostream& operator<<(std::ostream& out, const TSubscription& obj)
 {
@@ -1057,14 +1432,14 @@ uint32_t TSubscription::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_LIST) {
           {
             this->topics.clear();
-            uint32_t _size28;
-            ::apache::thrift::protocol::TType _etype31;
-            xfer += iprot->readListBegin(_etype31, _size28);
-            this->topics.resize(_size28);
-            uint32_t _i32;
-            for (_i32 = 0; _i32 < _size28; ++_i32)
+            uint32_t _size46;
+            ::apache::thrift::protocol::TType _etype49;
+            xfer += iprot->readListBegin(_etype49, _size46);
+            this->topics.resize(_size46);
+            uint32_t _i50;
+            for (_i50 = 0; _i50 < _size46; ++_i50)
             {
-              xfer += iprot->readBinary(this->topics[_i32]);
+              xfer += iprot->readBinary(this->topics[_i50]);
             }
             xfer += iprot->readListEnd();
           }
@@ -1077,18 +1452,42 @@ uint32_t TSubscription::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_LIST) {
           {
             this->partitions.clear();
-            uint32_t _size33;
-            ::apache::thrift::protocol::TType _etype36;
-            xfer += iprot->readListBegin(_etype36, _size33);
-            this->partitions.resize(_size33);
-            uint32_t _i37;
-            for (_i37 = 0; _i37 < _size33; ++_i37)
+            uint32_t _size51;
+            ::apache::thrift::protocol::TType _etype54;
+            xfer += iprot->readListBegin(_etype54, _size51);
+            this->partitions.resize(_size51);
+            uint32_t _i55;
+            for (_i55 = 0; _i55 < _size51; ++_i55)
             {
-              xfer += this->partitions[_i37].read(iprot);
+              xfer += this->partitions[_i55].read(iprot);
             }
             xfer += iprot->readListEnd();
           }
           this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 4:
+        if (ftype == ::apache::thrift::protocol::T_STRUCT) {
+          xfer += this->retryPolicy.read(iprot);
+          this->__isset.retryPolicy = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 5:
+        if (ftype == ::apache::thrift::protocol::T_I32) {
+          xfer += iprot->readI32(this->maxBatchMessages);
+          this->__isset.maxBatchMessages = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 6:
+        if (ftype == ::apache::thrift::protocol::T_BOOL) {
+          xfer += iprot->readBool(this->shared);
+          this->__isset.shared = true;
         } else {
           xfer += iprot->skip(ftype);
         }
@@ -1118,10 +1517,10 @@ uint32_t TSubscription::write(::apache::thrift::protocol::TProtocol* oprot) cons
     xfer += oprot->writeFieldBegin("topics", ::apache::thrift::protocol::T_LIST, 2);
     {
       xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->topics.size()));
-      std::vector<Text> ::const_iterator _iter38;
-      for (_iter38 = this->topics.begin(); _iter38 != this->topics.end(); ++_iter38)
+      std::vector<Text> ::const_iterator _iter56;
+      for (_iter56 = this->topics.begin(); _iter56 != this->topics.end(); ++_iter56)
       {
-        xfer += oprot->writeBinary((*_iter38));
+        xfer += oprot->writeBinary((*_iter56));
       }
       xfer += oprot->writeListEnd();
     }
@@ -1131,13 +1530,28 @@ uint32_t TSubscription::write(::apache::thrift::protocol::TProtocol* oprot) cons
     xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_LIST, 3);
     {
       xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRUCT, static_cast<uint32_t>(this->partitions.size()));
-      std::vector<TSubscribedPartition> ::const_iterator _iter39;
-      for (_iter39 = this->partitions.begin(); _iter39 != this->partitions.end(); ++_iter39)
+      std::vector<TSubscribedPartition> ::const_iterator _iter57;
+      for (_iter57 = this->partitions.begin(); _iter57 != this->partitions.end(); ++_iter57)
       {
-        xfer += (*_iter39).write(oprot);
+        xfer += (*_iter57).write(oprot);
       }
       xfer += oprot->writeListEnd();
     }
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.retryPolicy) {
+    xfer += oprot->writeFieldBegin("retryPolicy", ::apache::thrift::protocol::T_STRUCT, 4);
+    xfer += this->retryPolicy.write(oprot);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.maxBatchMessages) {
+    xfer += oprot->writeFieldBegin("maxBatchMessages", ::apache::thrift::protocol::T_I32, 5);
+    xfer += oprot->writeI32(this->maxBatchMessages);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.shared) {
+    xfer += oprot->writeFieldBegin("shared", ::apache::thrift::protocol::T_BOOL, 6);
+    xfer += oprot->writeBool(this->shared);
     xfer += oprot->writeFieldEnd();
   }
   xfer += oprot->writeFieldStop();
@@ -1150,20 +1564,29 @@ void swap(TSubscription &a, TSubscription &b) {
   swap(a.name, b.name);
   swap(a.topics, b.topics);
   swap(a.partitions, b.partitions);
+  swap(a.retryPolicy, b.retryPolicy);
+  swap(a.maxBatchMessages, b.maxBatchMessages);
+  swap(a.shared, b.shared);
   swap(a.__isset, b.__isset);
 }
 
-TSubscription::TSubscription(const TSubscription& other40) {
-  name = other40.name;
-  topics = other40.topics;
-  partitions = other40.partitions;
-  __isset = other40.__isset;
+TSubscription::TSubscription(const TSubscription& other58) {
+  name = other58.name;
+  topics = other58.topics;
+  partitions = other58.partitions;
+  retryPolicy = other58.retryPolicy;
+  maxBatchMessages = other58.maxBatchMessages;
+  shared = other58.shared;
+  __isset = other58.__isset;
 }
-TSubscription& TSubscription::operator=(const TSubscription& other41) {
-  name = other41.name;
-  topics = other41.topics;
-  partitions = other41.partitions;
-  __isset = other41.__isset;
+TSubscription& TSubscription::operator=(const TSubscription& other59) {
+  name = other59.name;
+  topics = other59.topics;
+  partitions = other59.partitions;
+  retryPolicy = other59.retryPolicy;
+  maxBatchMessages = other59.maxBatchMessages;
+  shared = other59.shared;
+  __isset = other59.__isset;
   return *this;
 }
 void TSubscription::printTo(std::ostream& out) const {
@@ -1172,6 +1595,9 @@ void TSubscription::printTo(std::ostream& out) const {
   out << "name=" << to_string(name);
   out << ", " << "topics="; (__isset.topics ? (out << to_string(topics)) : (out << "<null>"));
   out << ", " << "partitions="; (__isset.partitions ? (out << to_string(partitions)) : (out << "<null>"));
+  out << ", " << "retryPolicy="; (__isset.retryPolicy ? (out << to_string(retryPolicy)) : (out << "<null>"));
+  out << ", " << "maxBatchMessages="; (__isset.maxBatchMessages ? (out << to_string(maxBatchMessages)) : (out << "<null>"));
+  out << ", " << "shared="; (__isset.shared ? (out << to_string(shared)) : (out << "<null>"));
   out << ")";
 }
 
@@ -1340,23 +1766,23 @@ void swap(TPartitionProgress &a, TPartitionProgress &b) {
   swap(a.__isset, b.__isset);
 }
 
-TPartitionProgress::TPartitionProgress(const TPartitionProgress& other42) noexcept {
-  partitionID = other42.partitionID;
-  checkpoint = other42.checkpoint;
-  newest = other42.newest;
-  lagMessages = other42.lagMessages;
-  lagMessagesCapped = other42.lagMessagesCapped;
-  lagSeconds = other42.lagSeconds;
-  __isset = other42.__isset;
+TPartitionProgress::TPartitionProgress(const TPartitionProgress& other60) noexcept {
+  partitionID = other60.partitionID;
+  checkpoint = other60.checkpoint;
+  newest = other60.newest;
+  lagMessages = other60.lagMessages;
+  lagMessagesCapped = other60.lagMessagesCapped;
+  lagSeconds = other60.lagSeconds;
+  __isset = other60.__isset;
 }
-TPartitionProgress& TPartitionProgress::operator=(const TPartitionProgress& other43) noexcept {
-  partitionID = other43.partitionID;
-  checkpoint = other43.checkpoint;
-  newest = other43.newest;
-  lagMessages = other43.lagMessages;
-  lagMessagesCapped = other43.lagMessagesCapped;
-  lagSeconds = other43.lagSeconds;
-  __isset = other43.__isset;
+TPartitionProgress& TPartitionProgress::operator=(const TPartitionProgress& other61) noexcept {
+  partitionID = other61.partitionID;
+  checkpoint = other61.checkpoint;
+  newest = other61.newest;
+  lagMessages = other61.lagMessages;
+  lagMessagesCapped = other61.lagMessagesCapped;
+  lagSeconds = other61.lagSeconds;
+  __isset = other61.__isset;
   return *this;
 }
 void TPartitionProgress::printTo(std::ostream& out) const {
@@ -1391,6 +1817,26 @@ void TSubscriberInfo::__set_topics(const std::vector<Text> & val) {
 
 void TSubscriberInfo::__set_partitions(const std::vector<TPartitionProgress> & val) {
   this->partitions = val;
+}
+
+void TSubscriberInfo::__set_members(const std::vector<TGroupMember> & val) {
+  this->members = val;
+__isset.members = true;
+}
+
+void TSubscriberInfo::__set_deadLetters(const int64_t val) {
+  this->deadLetters = val;
+__isset.deadLetters = true;
+}
+
+void TSubscriberInfo::__set_shared(const bool val) {
+  this->shared = val;
+__isset.shared = true;
+}
+
+void TSubscriberInfo::__set_retryPolicy(const TRetryPolicy& val) {
+  this->retryPolicy = val;
+__isset.retryPolicy = true;
 }
 std::ostream& operator<<(std::ostream& out, const TSubscriberInfo& obj)
 {
@@ -1440,14 +1886,14 @@ uint32_t TSubscriberInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_LIST) {
           {
             this->topics.clear();
-            uint32_t _size44;
-            ::apache::thrift::protocol::TType _etype47;
-            xfer += iprot->readListBegin(_etype47, _size44);
-            this->topics.resize(_size44);
-            uint32_t _i48;
-            for (_i48 = 0; _i48 < _size44; ++_i48)
+            uint32_t _size62;
+            ::apache::thrift::protocol::TType _etype65;
+            xfer += iprot->readListBegin(_etype65, _size62);
+            this->topics.resize(_size62);
+            uint32_t _i66;
+            for (_i66 = 0; _i66 < _size62; ++_i66)
             {
-              xfer += iprot->readBinary(this->topics[_i48]);
+              xfer += iprot->readBinary(this->topics[_i66]);
             }
             xfer += iprot->readListEnd();
           }
@@ -1460,18 +1906,62 @@ uint32_t TSubscriberInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_LIST) {
           {
             this->partitions.clear();
-            uint32_t _size49;
-            ::apache::thrift::protocol::TType _etype52;
-            xfer += iprot->readListBegin(_etype52, _size49);
-            this->partitions.resize(_size49);
-            uint32_t _i53;
-            for (_i53 = 0; _i53 < _size49; ++_i53)
+            uint32_t _size67;
+            ::apache::thrift::protocol::TType _etype70;
+            xfer += iprot->readListBegin(_etype70, _size67);
+            this->partitions.resize(_size67);
+            uint32_t _i71;
+            for (_i71 = 0; _i71 < _size67; ++_i71)
             {
-              xfer += this->partitions[_i53].read(iprot);
+              xfer += this->partitions[_i71].read(iprot);
             }
             xfer += iprot->readListEnd();
           }
           this->__isset.partitions = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 5:
+        if (ftype == ::apache::thrift::protocol::T_LIST) {
+          {
+            this->members.clear();
+            uint32_t _size72;
+            ::apache::thrift::protocol::TType _etype75;
+            xfer += iprot->readListBegin(_etype75, _size72);
+            this->members.resize(_size72);
+            uint32_t _i76;
+            for (_i76 = 0; _i76 < _size72; ++_i76)
+            {
+              xfer += this->members[_i76].read(iprot);
+            }
+            xfer += iprot->readListEnd();
+          }
+          this->__isset.members = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 6:
+        if (ftype == ::apache::thrift::protocol::T_I64) {
+          xfer += iprot->readI64(this->deadLetters);
+          this->__isset.deadLetters = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 7:
+        if (ftype == ::apache::thrift::protocol::T_BOOL) {
+          xfer += iprot->readBool(this->shared);
+          this->__isset.shared = true;
+        } else {
+          xfer += iprot->skip(ftype);
+        }
+        break;
+      case 8:
+        if (ftype == ::apache::thrift::protocol::T_STRUCT) {
+          xfer += this->retryPolicy.read(iprot);
+          this->__isset.retryPolicy = true;
         } else {
           xfer += iprot->skip(ftype);
         }
@@ -1505,10 +1995,10 @@ uint32_t TSubscriberInfo::write(::apache::thrift::protocol::TProtocol* oprot) co
   xfer += oprot->writeFieldBegin("topics", ::apache::thrift::protocol::T_LIST, 3);
   {
     xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRING, static_cast<uint32_t>(this->topics.size()));
-    std::vector<Text> ::const_iterator _iter54;
-    for (_iter54 = this->topics.begin(); _iter54 != this->topics.end(); ++_iter54)
+    std::vector<Text> ::const_iterator _iter77;
+    for (_iter77 = this->topics.begin(); _iter77 != this->topics.end(); ++_iter77)
     {
-      xfer += oprot->writeBinary((*_iter54));
+      xfer += oprot->writeBinary((*_iter77));
     }
     xfer += oprot->writeListEnd();
   }
@@ -1517,15 +2007,43 @@ uint32_t TSubscriberInfo::write(::apache::thrift::protocol::TProtocol* oprot) co
   xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_LIST, 4);
   {
     xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRUCT, static_cast<uint32_t>(this->partitions.size()));
-    std::vector<TPartitionProgress> ::const_iterator _iter55;
-    for (_iter55 = this->partitions.begin(); _iter55 != this->partitions.end(); ++_iter55)
+    std::vector<TPartitionProgress> ::const_iterator _iter78;
+    for (_iter78 = this->partitions.begin(); _iter78 != this->partitions.end(); ++_iter78)
     {
-      xfer += (*_iter55).write(oprot);
+      xfer += (*_iter78).write(oprot);
     }
     xfer += oprot->writeListEnd();
   }
   xfer += oprot->writeFieldEnd();
 
+  if (this->__isset.members) {
+    xfer += oprot->writeFieldBegin("members", ::apache::thrift::protocol::T_LIST, 5);
+    {
+      xfer += oprot->writeListBegin(::apache::thrift::protocol::T_STRUCT, static_cast<uint32_t>(this->members.size()));
+      std::vector<TGroupMember> ::const_iterator _iter79;
+      for (_iter79 = this->members.begin(); _iter79 != this->members.end(); ++_iter79)
+      {
+        xfer += (*_iter79).write(oprot);
+      }
+      xfer += oprot->writeListEnd();
+    }
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.deadLetters) {
+    xfer += oprot->writeFieldBegin("deadLetters", ::apache::thrift::protocol::T_I64, 6);
+    xfer += oprot->writeI64(this->deadLetters);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.shared) {
+    xfer += oprot->writeFieldBegin("shared", ::apache::thrift::protocol::T_BOOL, 7);
+    xfer += oprot->writeBool(this->shared);
+    xfer += oprot->writeFieldEnd();
+  }
+  if (this->__isset.retryPolicy) {
+    xfer += oprot->writeFieldBegin("retryPolicy", ::apache::thrift::protocol::T_STRUCT, 8);
+    xfer += this->retryPolicy.write(oprot);
+    xfer += oprot->writeFieldEnd();
+  }
   xfer += oprot->writeFieldStop();
   xfer += oprot->writeStructEnd();
   return xfer;
@@ -1537,22 +2055,34 @@ void swap(TSubscriberInfo &a, TSubscriberInfo &b) {
   swap(a.address, b.address);
   swap(a.topics, b.topics);
   swap(a.partitions, b.partitions);
+  swap(a.members, b.members);
+  swap(a.deadLetters, b.deadLetters);
+  swap(a.shared, b.shared);
+  swap(a.retryPolicy, b.retryPolicy);
   swap(a.__isset, b.__isset);
 }
 
-TSubscriberInfo::TSubscriberInfo(const TSubscriberInfo& other56) {
-  name = other56.name;
-  address = other56.address;
-  topics = other56.topics;
-  partitions = other56.partitions;
-  __isset = other56.__isset;
+TSubscriberInfo::TSubscriberInfo(const TSubscriberInfo& other80) {
+  name = other80.name;
+  address = other80.address;
+  topics = other80.topics;
+  partitions = other80.partitions;
+  members = other80.members;
+  deadLetters = other80.deadLetters;
+  shared = other80.shared;
+  retryPolicy = other80.retryPolicy;
+  __isset = other80.__isset;
 }
-TSubscriberInfo& TSubscriberInfo::operator=(const TSubscriberInfo& other57) {
-  name = other57.name;
-  address = other57.address;
-  topics = other57.topics;
-  partitions = other57.partitions;
-  __isset = other57.__isset;
+TSubscriberInfo& TSubscriberInfo::operator=(const TSubscriberInfo& other81) {
+  name = other81.name;
+  address = other81.address;
+  topics = other81.topics;
+  partitions = other81.partitions;
+  members = other81.members;
+  deadLetters = other81.deadLetters;
+  shared = other81.shared;
+  retryPolicy = other81.retryPolicy;
+  __isset = other81.__isset;
   return *this;
 }
 void TSubscriberInfo::printTo(std::ostream& out) const {
@@ -1562,6 +2092,10 @@ void TSubscriberInfo::printTo(std::ostream& out) const {
   out << ", " << "address="; (__isset.address ? (out << to_string(address)) : (out << "<null>"));
   out << ", " << "topics=" << to_string(topics);
   out << ", " << "partitions=" << to_string(partitions);
+  out << ", " << "members="; (__isset.members ? (out << to_string(members)) : (out << "<null>"));
+  out << ", " << "deadLetters="; (__isset.deadLetters ? (out << to_string(deadLetters)) : (out << "<null>"));
+  out << ", " << "shared="; (__isset.shared ? (out << to_string(shared)) : (out << "<null>"));
+  out << ", " << "retryPolicy="; (__isset.retryPolicy ? (out << to_string(retryPolicy)) : (out << "<null>"));
   out << ")";
 }
 
@@ -1671,26 +2205,26 @@ uint32_t TGatewayInfo::read(::apache::thrift::protocol::TProtocol* iprot) {
         if (ftype == ::apache::thrift::protocol::T_MAP) {
           {
             this->partitions.clear();
-            uint32_t _size58;
-            ::apache::thrift::protocol::TType _ktype59;
-            ::apache::thrift::protocol::TType _vtype60;
-            xfer += iprot->readMapBegin(_ktype59, _vtype60, _size58);
-            uint32_t _i62;
-            for (_i62 = 0; _i62 < _size58; ++_i62)
+            uint32_t _size82;
+            ::apache::thrift::protocol::TType _ktype83;
+            ::apache::thrift::protocol::TType _vtype84;
+            xfer += iprot->readMapBegin(_ktype83, _vtype84, _size82);
+            uint32_t _i86;
+            for (_i86 = 0; _i86 < _size82; ++_i86)
             {
-              Text _key63;
-              xfer += iprot->readBinary(_key63);
-              std::vector<int16_t> & _val64 = this->partitions[_key63];
+              Text _key87;
+              xfer += iprot->readBinary(_key87);
+              std::vector<int16_t> & _val88 = this->partitions[_key87];
               {
-                _val64.clear();
-                uint32_t _size65;
-                ::apache::thrift::protocol::TType _etype68;
-                xfer += iprot->readListBegin(_etype68, _size65);
-                _val64.resize(_size65);
-                uint32_t _i69;
-                for (_i69 = 0; _i69 < _size65; ++_i69)
+                _val88.clear();
+                uint32_t _size89;
+                ::apache::thrift::protocol::TType _etype92;
+                xfer += iprot->readListBegin(_etype92, _size89);
+                _val88.resize(_size89);
+                uint32_t _i93;
+                for (_i93 = 0; _i93 < _size89; ++_i93)
                 {
-                  xfer += iprot->readI16(_val64[_i69]);
+                  xfer += iprot->readI16(_val88[_i93]);
                 }
                 xfer += iprot->readListEnd();
               }
@@ -1748,16 +2282,16 @@ uint32_t TGatewayInfo::write(::apache::thrift::protocol::TProtocol* oprot) const
     xfer += oprot->writeFieldBegin("partitions", ::apache::thrift::protocol::T_MAP, 6);
     {
       xfer += oprot->writeMapBegin(::apache::thrift::protocol::T_STRING, ::apache::thrift::protocol::T_LIST, static_cast<uint32_t>(this->partitions.size()));
-      std::map<Text, std::vector<int16_t> > ::const_iterator _iter70;
-      for (_iter70 = this->partitions.begin(); _iter70 != this->partitions.end(); ++_iter70)
+      std::map<Text, std::vector<int16_t> > ::const_iterator _iter94;
+      for (_iter94 = this->partitions.begin(); _iter94 != this->partitions.end(); ++_iter94)
       {
-        xfer += oprot->writeBinary(_iter70->first);
+        xfer += oprot->writeBinary(_iter94->first);
         {
-          xfer += oprot->writeListBegin(::apache::thrift::protocol::T_I16, static_cast<uint32_t>(_iter70->second.size()));
-          std::vector<int16_t> ::const_iterator _iter71;
-          for (_iter71 = _iter70->second.begin(); _iter71 != _iter70->second.end(); ++_iter71)
+          xfer += oprot->writeListBegin(::apache::thrift::protocol::T_I16, static_cast<uint32_t>(_iter94->second.size()));
+          std::vector<int16_t> ::const_iterator _iter95;
+          for (_iter95 = _iter94->second.begin(); _iter95 != _iter94->second.end(); ++_iter95)
           {
-            xfer += oprot->writeI16((*_iter71));
+            xfer += oprot->writeI16((*_iter95));
           }
           xfer += oprot->writeListEnd();
         }
@@ -1782,23 +2316,23 @@ void swap(TGatewayInfo &a, TGatewayInfo &b) {
   swap(a.__isset, b.__isset);
 }
 
-TGatewayInfo::TGatewayInfo(const TGatewayInfo& other72) {
-  address = other72.address;
-  gatewayID = other72.gatewayID;
-  leader = other72.leader;
-  partitionsOwned = other72.partitionsOwned;
-  putRate = other72.putRate;
-  partitions = other72.partitions;
-  __isset = other72.__isset;
+TGatewayInfo::TGatewayInfo(const TGatewayInfo& other96) {
+  address = other96.address;
+  gatewayID = other96.gatewayID;
+  leader = other96.leader;
+  partitionsOwned = other96.partitionsOwned;
+  putRate = other96.putRate;
+  partitions = other96.partitions;
+  __isset = other96.__isset;
 }
-TGatewayInfo& TGatewayInfo::operator=(const TGatewayInfo& other73) {
-  address = other73.address;
-  gatewayID = other73.gatewayID;
-  leader = other73.leader;
-  partitionsOwned = other73.partitionsOwned;
-  putRate = other73.putRate;
-  partitions = other73.partitions;
-  __isset = other73.__isset;
+TGatewayInfo& TGatewayInfo::operator=(const TGatewayInfo& other97) {
+  address = other97.address;
+  gatewayID = other97.gatewayID;
+  leader = other97.leader;
+  partitionsOwned = other97.partitionsOwned;
+  putRate = other97.putRate;
+  partitions = other97.partitions;
+  __isset = other97.__isset;
   return *this;
 }
 void TGatewayInfo::printTo(std::ostream& out) const {

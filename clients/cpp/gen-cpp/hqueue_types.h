@@ -39,6 +39,10 @@ class IllegalArgument;
 
 class TSubscribedPartition;
 
+class TRetryPolicy;
+
+class TGroupMember;
+
 class TSubscription;
 
 class TPartitionProgress;
@@ -101,11 +105,13 @@ void swap(TMessageID &a, TMessageID &b);
 std::ostream& operator<<(std::ostream& out, const TMessageID& obj);
 
 typedef struct _TMessage__isset {
-  _TMessage__isset() : id(false), partitionID(false), topic(false), value(false) {}
+  _TMessage__isset() : id(false), partitionID(false), topic(false), value(false), key(false), properties(false) {}
   bool id :1;
   bool partitionID :1;
   bool topic :1;
   bool value :1;
+  bool key :1;
+  bool properties :1;
 } _TMessage__isset;
 
 /**
@@ -119,7 +125,8 @@ class TMessage : public virtual ::apache::thrift::TBase {
   TMessage() noexcept
            : partitionID(0),
              topic(),
-             value() {
+             value(),
+             key() {
   }
 
   virtual ~TMessage() noexcept;
@@ -127,6 +134,14 @@ class TMessage : public virtual ::apache::thrift::TBase {
   int16_t partitionID;
   std::string topic;
   std::string value;
+  /**
+   * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+   */
+  std::string key;
+  /**
+   * User properties; the gateway adds dlq.* to dead letters.
+   */
+  std::map<std::string, std::string>  properties;
 
   _TMessage__isset __isset;
 
@@ -137,6 +152,10 @@ class TMessage : public virtual ::apache::thrift::TBase {
   void __set_topic(const std::string& val);
 
   void __set_value(const std::string& val);
+
+  void __set_key(const std::string& val);
+
+  void __set_properties(const std::map<std::string, std::string> & val);
 
   bool operator == (const TMessage & rhs) const
   {
@@ -151,6 +170,14 @@ class TMessage : public virtual ::apache::thrift::TBase {
     if (!(topic == rhs.topic))
       return false;
     if (!(value == rhs.value))
+      return false;
+    if (__isset.key != rhs.__isset.key)
+      return false;
+    else if (__isset.key && !(key == rhs.key))
+      return false;
+    if (__isset.properties != rhs.__isset.properties)
+      return false;
+    else if (__isset.properties && !(properties == rhs.properties))
       return false;
     return true;
   }
@@ -473,11 +500,147 @@ void swap(TSubscribedPartition &a, TSubscribedPartition &b);
 
 std::ostream& operator<<(std::ostream& out, const TSubscribedPartition& obj);
 
+typedef struct _TRetryPolicy__isset {
+  _TRetryPolicy__isset() : maxAttempts(false), firstBackoffMs(false), maxBackoffMs(false) {}
+  bool maxAttempts :1;
+  bool firstBackoffMs :1;
+  bool maxBackoffMs :1;
+} _TRetryPolicy__isset;
+
+/**
+ * How a push subscriber's failed deliveries are retried: a failed batch again after
+ * firstBackoffMs, doubling up to maxBackoffMs, then one message at a time; a message that failed
+ * maxAttempts times goes to the dead-letter queue <queue>.dlq.<subscriber> and delivery goes on.
+ * Defaults: 16 attempts, 100 ms, 10000 ms. maxAttempts 0 = retry forever (never dead-letter).
+ */
+class TRetryPolicy : public virtual ::apache::thrift::TBase {
+ public:
+
+  TRetryPolicy(const TRetryPolicy&) noexcept;
+  TRetryPolicy& operator=(const TRetryPolicy&) noexcept;
+  TRetryPolicy() noexcept
+               : maxAttempts(0),
+                 firstBackoffMs(0),
+                 maxBackoffMs(0) {
+  }
+
+  virtual ~TRetryPolicy() noexcept;
+  int32_t maxAttempts;
+  int32_t firstBackoffMs;
+  int32_t maxBackoffMs;
+
+  _TRetryPolicy__isset __isset;
+
+  void __set_maxAttempts(const int32_t val);
+
+  void __set_firstBackoffMs(const int32_t val);
+
+  void __set_maxBackoffMs(const int32_t val);
+
+  bool operator == (const TRetryPolicy & rhs) const
+  {
+    if (__isset.maxAttempts != rhs.__isset.maxAttempts)
+      return false;
+    else if (__isset.maxAttempts && !(maxAttempts == rhs.maxAttempts))
+      return false;
+    if (__isset.firstBackoffMs != rhs.__isset.firstBackoffMs)
+      return false;
+    else if (__isset.firstBackoffMs && !(firstBackoffMs == rhs.firstBackoffMs))
+      return false;
+    if (__isset.maxBackoffMs != rhs.__isset.maxBackoffMs)
+      return false;
+    else if (__isset.maxBackoffMs && !(maxBackoffMs == rhs.maxBackoffMs))
+      return false;
+    return true;
+  }
+  bool operator != (const TRetryPolicy &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TRetryPolicy & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TRetryPolicy &a, TRetryPolicy &b);
+
+std::ostream& operator<<(std::ostream& out, const TRetryPolicy& obj);
+
+typedef struct _TGroupMember__isset {
+  _TGroupMember__isset() : memberID(false), address(false), partitions(false) {}
+  bool memberID :1;
+  bool address :1;
+  bool partitions :1;
+} _TGroupMember__isset;
+
+/**
+ * A member of a consumer group (a shared subscriber) and the partitions it has now.
+ */
+class TGroupMember : public virtual ::apache::thrift::TBase {
+ public:
+
+  TGroupMember(const TGroupMember&);
+  TGroupMember& operator=(const TGroupMember&);
+  TGroupMember() noexcept
+               : memberID(),
+                 address() {
+  }
+
+  virtual ~TGroupMember() noexcept;
+  Text memberID;
+  /**
+   * host:port of a push member; unset for a pull member.
+   */
+  Text address;
+  std::vector<int16_t>  partitions;
+
+  _TGroupMember__isset __isset;
+
+  void __set_memberID(const Text& val);
+
+  void __set_address(const Text& val);
+
+  void __set_partitions(const std::vector<int16_t> & val);
+
+  bool operator == (const TGroupMember & rhs) const
+  {
+    if (!(memberID == rhs.memberID))
+      return false;
+    if (__isset.address != rhs.__isset.address)
+      return false;
+    else if (__isset.address && !(address == rhs.address))
+      return false;
+    if (!(partitions == rhs.partitions))
+      return false;
+    return true;
+  }
+  bool operator != (const TGroupMember &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const TGroupMember & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot) override;
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const override;
+
+  virtual void printTo(std::ostream& out) const;
+};
+
+void swap(TGroupMember &a, TGroupMember &b);
+
+std::ostream& operator<<(std::ostream& out, const TGroupMember& obj);
+
 typedef struct _TSubscription__isset {
-  _TSubscription__isset() : name(false), topics(false), partitions(false) {}
+  _TSubscription__isset() : name(false), topics(false), partitions(false), retryPolicy(false), maxBatchMessages(false), shared(false) {}
   bool name :1;
   bool topics :1;
   bool partitions :1;
+  bool retryPolicy :1;
+  bool maxBatchMessages :1;
+  bool shared :1;
 } _TSubscription__isset;
 
 /**
@@ -491,13 +654,24 @@ class TSubscription : public virtual ::apache::thrift::TBase {
   TSubscription(const TSubscription&);
   TSubscription& operator=(const TSubscription&);
   TSubscription() noexcept
-                : name() {
+                : name(),
+                  maxBatchMessages(0),
+                  shared(0) {
   }
 
   virtual ~TSubscription() noexcept;
   Text name;
   std::vector<Text>  topics;
   std::vector<TSubscribedPartition>  partitions;
+  TRetryPolicy retryPolicy;
+  /**
+   * At most this many messages per consumeMessages call (default: the gateway's).
+   */
+  int32_t maxBatchMessages;
+  /**
+   * A consumer group: every process subscribing under this name shares the partitions.
+   */
+  bool shared;
 
   _TSubscription__isset __isset;
 
@@ -506,6 +680,12 @@ class TSubscription : public virtual ::apache::thrift::TBase {
   void __set_topics(const std::vector<Text> & val);
 
   void __set_partitions(const std::vector<TSubscribedPartition> & val);
+
+  void __set_retryPolicy(const TRetryPolicy& val);
+
+  void __set_maxBatchMessages(const int32_t val);
+
+  void __set_shared(const bool val);
 
   bool operator == (const TSubscription & rhs) const
   {
@@ -518,6 +698,18 @@ class TSubscription : public virtual ::apache::thrift::TBase {
     if (__isset.partitions != rhs.__isset.partitions)
       return false;
     else if (__isset.partitions && !(partitions == rhs.partitions))
+      return false;
+    if (__isset.retryPolicy != rhs.__isset.retryPolicy)
+      return false;
+    else if (__isset.retryPolicy && !(retryPolicy == rhs.retryPolicy))
+      return false;
+    if (__isset.maxBatchMessages != rhs.__isset.maxBatchMessages)
+      return false;
+    else if (__isset.maxBatchMessages && !(maxBatchMessages == rhs.maxBatchMessages))
+      return false;
+    if (__isset.shared != rhs.__isset.shared)
+      return false;
+    else if (__isset.shared && !(shared == rhs.shared))
       return false;
     return true;
   }
@@ -621,11 +813,15 @@ void swap(TPartitionProgress &a, TPartitionProgress &b);
 std::ostream& operator<<(std::ostream& out, const TPartitionProgress& obj);
 
 typedef struct _TSubscriberInfo__isset {
-  _TSubscriberInfo__isset() : name(false), address(false), topics(false), partitions(false) {}
+  _TSubscriberInfo__isset() : name(false), address(false), topics(false), partitions(false), members(false), deadLetters(false), shared(false), retryPolicy(false) {}
   bool name :1;
   bool address :1;
   bool topics :1;
   bool partitions :1;
+  bool members :1;
+  bool deadLetters :1;
+  bool shared :1;
+  bool retryPolicy :1;
 } _TSubscriberInfo__isset;
 
 /**
@@ -638,7 +834,9 @@ class TSubscriberInfo : public virtual ::apache::thrift::TBase {
   TSubscriberInfo& operator=(const TSubscriberInfo&);
   TSubscriberInfo() noexcept
                   : name(),
-                    address() {
+                    address(),
+                    deadLetters(0),
+                    shared(0) {
   }
 
   virtual ~TSubscriberInfo() noexcept;
@@ -646,6 +844,16 @@ class TSubscriberInfo : public virtual ::apache::thrift::TBase {
   Text address;
   std::vector<Text>  topics;
   std::vector<TPartitionProgress>  partitions;
+  /**
+   * The live members of a shared subscriber (or the one live registration) and their partitions.
+   */
+  std::vector<TGroupMember>  members;
+  /**
+   * Messages in the subscriber's dead-letter queue.
+   */
+  int64_t deadLetters;
+  bool shared;
+  TRetryPolicy retryPolicy;
 
   _TSubscriberInfo__isset __isset;
 
@@ -656,6 +864,14 @@ class TSubscriberInfo : public virtual ::apache::thrift::TBase {
   void __set_topics(const std::vector<Text> & val);
 
   void __set_partitions(const std::vector<TPartitionProgress> & val);
+
+  void __set_members(const std::vector<TGroupMember> & val);
+
+  void __set_deadLetters(const int64_t val);
+
+  void __set_shared(const bool val);
+
+  void __set_retryPolicy(const TRetryPolicy& val);
 
   bool operator == (const TSubscriberInfo & rhs) const
   {
@@ -668,6 +884,22 @@ class TSubscriberInfo : public virtual ::apache::thrift::TBase {
     if (!(topics == rhs.topics))
       return false;
     if (!(partitions == rhs.partitions))
+      return false;
+    if (__isset.members != rhs.__isset.members)
+      return false;
+    else if (__isset.members && !(members == rhs.members))
+      return false;
+    if (__isset.deadLetters != rhs.__isset.deadLetters)
+      return false;
+    else if (__isset.deadLetters && !(deadLetters == rhs.deadLetters))
+      return false;
+    if (__isset.shared != rhs.__isset.shared)
+      return false;
+    else if (__isset.shared && !(shared == rhs.shared))
+      return false;
+    if (__isset.retryPolicy != rhs.__isset.retryPolicy)
+      return false;
+    else if (__isset.retryPolicy && !(retryPolicy == rhs.retryPolicy))
       return false;
     return true;
   }

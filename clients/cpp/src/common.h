@@ -48,6 +48,12 @@ struct Options {
   std::string tlsKey;
   std::vector<std::string> topics;
   std::vector<std::string> args;  // positional arguments
+  // hqueue_subscriber: register through this gateway (HOST:PORT) as subscriber `name` of `queue`
+  std::string gateway;
+  std::string queue;
+  std::string name;
+  bool shared = false;  // join the consumer group `name`
+  int lease = 10;       // seconds
 };
 
 inline long parseInt(const std::string& flag, const std::string& text, long low, long high) {
@@ -87,6 +93,11 @@ inline Options parseOptions(int argc, char** argv, const std::string& allowed) {
     else if (a == "--topic" && takes(a)) o.topics.push_back(value());
     else if (a == "--reverse" && takes(a)) o.reverse = true;
     else if (a == "--status" && takes(a)) o.status = static_cast<int>(parseInt(a, value(), -2147483648L, 2147483647L));
+    else if (a == "--gateway" && takes(a)) o.gateway = value();
+    else if (a == "--queue" && takes(a)) o.queue = value();
+    else if (a == "--name" && takes(a)) o.name = value();
+    else if (a == "--shared" && takes(a)) o.shared = true;
+    else if (a == "--lease" && takes(a)) o.lease = static_cast<int>(parseInt(a, value(), 1, 3600));
     else if (a.size() > 1 && a[0] == '-') throw UsageError("unknown option " + a);
     else o.args.push_back(a);
   }
@@ -166,11 +177,13 @@ struct Gateway {
   std::shared_ptr<TTransport> transport;
   std::unique_ptr<hqueue::HQueueServiceClient> client;
 
-  explicit Gateway(const Options& o) {
+  explicit Gateway(const Options& o) : Gateway(o, o.host, o.port) {}
+  // `host`:`port` instead of --host/--port (hqueue_subscriber's --gateway)
+  Gateway(const Options& o, const std::string& host, int port) {
     std::shared_ptr<apache::thrift::transport::TSocket> socket;
     if (o.tlsCa.empty()) {
       if (!o.tlsCert.empty()) throw UsageError("--tls-cert needs --tls-ca");
-      socket = std::make_shared<apache::thrift::transport::TSocket>(o.host, o.port);
+      socket = std::make_shared<apache::thrift::transport::TSocket>(host, port);
     } else {
       // verifies the gateway's certificate against --tls-ca and its name against --host
       using apache::thrift::transport::TSSLSocketFactory;
@@ -182,7 +195,7 @@ struct Gateway {
         factory->loadPrivateKey((o.tlsKey.empty() ? o.tlsCert : o.tlsKey).c_str());
       }
       sslFactory = factory;  // must outlive the socket
-      socket = factory->createSocket(o.host, o.port);
+      socket = factory->createSocket(host, port);
     }
     socket->setConnTimeout(o.timeout * 1000);
     socket->setRecvTimeout(o.timeout * 1000);

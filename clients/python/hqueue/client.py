@@ -35,7 +35,7 @@ from thriftpy2.transport import TTransportException
 from . import codec, fastpath, protocol
 from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
-from .message import Message, MessageID
+from .message import KeyedMessage, Message, MessageID
 from .tls import TLSOption, client_context
 
 DEFAULT_HOST = "127.0.0.1"
@@ -347,6 +347,12 @@ def _message(m: Any) -> Message:
     return Message(topic=m.topic, value=m.value, partition=m.partitionID, id=mid)
 
 
+def _keyed_message(m: Any) -> KeyedMessage:
+    mid = MessageID(m.id.timestamp, m.id.sequenceID) if m.id is not None else None
+    props = m.properties
+    return KeyedMessage(m.topic, m.value, m.partitionID, mid, m.key, dict(props) if props else None)
+
+
 def _message_id(argument: str, value: Any) -> Any:
     if value is None:
         return None
@@ -376,7 +382,14 @@ class Queue:
     def __repr__(self) -> str:
         return f"<hqueue.Queue {self.name.decode(errors='replace')!r} on {self.connection!r}>"
 
-    def _tmessage(self, argument: str, item: Any, partition: int | None = None) -> Any:
+    def _tmessage(
+        self,
+        argument: str,
+        item: Any,
+        partition: int | None = None,
+        key: Bytes | None = None,
+        properties: dict[str, bytes] | None = None,
+    ) -> Any:
         if isinstance(item, Message):
             topic, value, partition = item.topic, item.value, item.partition
         elif isinstance(item, (tuple, list)) and len(item) in (2, 3):
@@ -393,11 +406,22 @@ class Queue:
             topic=_bytes(f"{argument}.topic", topic),
             value=_bytes(f"{argument}.value", value),
             partitionID=partition,
+            key=None if key is None else _bytes(f"{argument}.key", key),
+            properties=properties or None,
         )
 
-    def put(self, topic: Bytes, value: Bytes, partition: int | None = None) -> None:
-        """Puts one message on ``partition``, or a random one. Returns once it is durable."""
-        message = self._tmessage("message", (topic, value))
+    def put(
+        self,
+        topic: Bytes,
+        value: Bytes,
+        partition: int | None = None,
+        *,
+        key: Bytes | None = None,
+        properties: dict[str, bytes] | None = None,
+    ) -> None:
+        """Puts one message on ``partition``, or a random one. Returns once it is durable.
+        ``key`` (1..255 bytes) finds it again with :meth:`find_by_key`."""
+        message = self._tmessage("message", (topic, value), None, key, properties)
         if partition is None:
             self.connection.call("putMessage", self.name, message)
         else:
@@ -673,3 +697,46 @@ class Queue:
             list(listeners),
             **options,
         )
+
+    # -- consumers (issue 13) -----------------------------------------------------------------
+
+    def pull(
+        self, subscriber: Bytes, member: Bytes, max_messages: int = 100, max_wait_ms: int = 5000
+    ) -> list[KeyedMessage]:
+        """Long poll as ``member`` of the pull group ``subscriber``: the messages of the member's
+        partitions as soon as there are any, else ``[]`` after ``max_wait_ms``. The first pull
+        creates the group (from new messages on) or joins it. Call :meth:`ack` after handling
+        them; what stays unacknowledged is delivered again after the gateway's ack timeout."""
+        _int("max_messages", max_messages, 1, 100_000)
+        _int("max_wait_ms", max_wait_ms, 0, 300_000)
+        got = self.connection.call(
+            "pullMessages", self.name, _bytes("subscriber", subscriber),
+            _bytes("member", member), max_messages, max_wait_ms,
+        )  # fmt: skip
+        return [_keyed_message(m) for m in got]
+
+    def ack(
+        self, subscriber: Bytes, member: Bytes, messages: Iterable[Message | KeyedMessage]
+    ) -> None:
+        """Acknowledges ``messages`` (pulled by ``member``): per partition, up to the last."""
+        t = protocol.hqueue_thrift()
+        last: dict[int, Any] = {}
+        for i, m in enumerate(messages):
+            if m.partition is None or m.id is None:
+                raise InvalidArgument(f"messages[{i}]", "must be a pulled message")
+            if m.partition not in last or m.id > last[m.partition]:
+                last[m.partition] = m.id
+        up_to = [
+            t.TSubscribedPartition(partitionID=p, startMessageID=t.TMessageID(*mid))
+            for p, mid in sorted(last.items())
+        ]
+        self.connection.call(
+            "ackMessages", self.name, _bytes("subscriber", subscriber), _bytes("member", member),
+            up_to,
+        )  # fmt: skip
+
+    def find_by_key(self, key: Bytes, limit: int = 100) -> list[KeyedMessage]:
+        """Messages put with ``key``, newest first, from every partition."""
+        _int("limit", limit, 1, 100_000)
+        got = self.connection.call("findMessagesByKey", self.name, _bytes("key", key), limit)
+        return [_keyed_message(m) for m in got]

@@ -24,3 +24,16 @@ class Message(NamedTuple):
     value: bytes
     partition: int | None = None
     id: MessageID | None = None
+
+
+class KeyedMessage(NamedTuple):
+    """A message with the key and properties its producer gave it (``Queue.pull`` and
+    ``Queue.find_by_key`` return these; scans keep the four-field :class:`Message`, which the
+    C codec builds)."""
+
+    topic: bytes
+    value: bytes
+    partition: int | None = None
+    id: MessageID | None = None
+    key: bytes | None = None
+    properties: dict[str, bytes] | None = None

@@ -17,13 +17,49 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 Id = tuple[int, int]  # (timestamp ms, sequence id)
 
 ROOT = "/hqueue"
 MAX_SEQUENCE = 32767
 MAX_NAME_BYTES = 200
+DLQ_INFIX = ".dlq."
+# The pseudo partition under which the progress of a dead-letter replay is checkpointed.
+REPLAY_PARTITION = -1
+_QUEUE_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+MAX_QUEUE_NAME = 128
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed pushes are retried (TRetryPolicy); times in milliseconds. ``max_attempts`` 0
+    retries forever and never dead-letters. Defaults are RocketMQ's 16 attempts."""
+
+    max_attempts: int = 16
+    first_backoff_ms: int = 100
+    max_backoff_ms: int = 10_000
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after the ``failures``-th failure (1-based)."""
+        ms = self.first_backoff_ms * 2 ** min(max(failures - 1, 0), 30)
+        return min(ms, self.max_backoff_ms) / 1000
+
+    def to_list(self) -> list[int]:
+        return [self.max_attempts, self.first_backoff_ms, self.max_backoff_ms]
+
+
+def dlq_name(queue: str, subscriber: str) -> str:
+    """The dead-letter queue of a subscriber: ``<queue>.dlq.<subscriber>``; bytes a queue name
+    may not hold become ``_xx`` (hex), and a name over 128 bytes ends in a hash of the whole."""
+    raw = f"{queue}{DLQ_INFIX}".encode()
+    for b in subscriber.encode("utf-8", "surrogateescape"):
+        raw += bytes([b]) if b in _QUEUE_CHARS and b != ord("_") else b"_%02x" % b
+    if len(raw) > MAX_QUEUE_NAME:
+        import hashlib
+
+        raw = raw[: MAX_QUEUE_NAME - 17] + b"-" + hashlib.sha1(raw).hexdigest()[:16].encode()
+    return raw.decode()
 
 
 def subscribers_path(queue: str) -> str:
@@ -62,24 +98,38 @@ class SubscriberRecord:
     partitions: list[int]
     checkpoints: dict[int, Id | None] = field(default_factory=dict)
     topics: frozenset[bytes] | None = None
-    # Counts the registrations that (may have) set start positions. Checkpoint writers of
-    # several gateways (each pushes the partitions it owns) merge their writes while it stays
-    # the same; a new epoch means the subscriber registered again and their runs restart.
+    # Counts the registrations that (may have) set start positions, and resets: checkpoint
+    # writers of several gateways (each pushes the partitions it owns) merge their writes while
+    # it stays the same; a new epoch (registered again, resetSubscriber, replayDeadLetters)
+    # restarts their runs from the record.
     epoch: int = 0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_batch: int | None = None  # messages per consumeMessages call; None: the gateway's
+    shared: bool = False  # a consumer group
+    # Dead letters to deliver again (replayDeadLetters): the DLQ's checkpoint and last id.
+    replay: tuple[Id | None, Id] | None = None
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "epoch": self.epoch,
-                "partitions": sorted(self.partitions),
-                "topics": sorted(t.decode("latin-1") for t in self.topics or ()) or None,
-                "checkpoints": {
-                    str(p): (list(c) if c is not None else None)
-                    for p, c in sorted(self.checkpoints.items())
-                },
+        d: dict[str, object] = {
+            "epoch": self.epoch,
+            "partitions": sorted(self.partitions),
+            "topics": sorted(t.decode("latin-1") for t in self.topics or ()) or None,
+            "checkpoints": {
+                str(p): (list(c) if c is not None else None)
+                for p, c in sorted(self.checkpoints.items())
             },
-            separators=(",", ":"),
-        ).encode()
+        }
+        # optional keys only when set: records of older versions decode the same
+        if self.retry != RetryPolicy():
+            d["retry"] = self.retry.to_list()
+        if self.max_batch is not None:
+            d["max_batch"] = self.max_batch
+        if self.shared:
+            d["shared"] = True
+        if self.replay is not None:
+            at, upto = self.replay
+            d["replay"] = [None if at is None else list(at), list(upto)]
+        return json.dumps(d, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> SubscriberRecord:
@@ -88,17 +138,34 @@ class SubscriberRecord:
         for p, c in (d.get("checkpoints") or {}).items():
             checkpoints[int(p)] = (int(c[0]), int(c[1])) if c is not None else None
         topics = d.get("topics")
+        retry = d.get("retry")
+        replay = d.get("replay")
         return cls(
             sorted(int(p) for p in d.get("partitions") or []),
             checkpoints,
             frozenset(t.encode("latin-1") for t in topics) if topics else None,
             int(d.get("epoch") or 0),
+            RetryPolicy(*(int(x) for x in retry)) if retry else RetryPolicy(),
+            int(d["max_batch"]) if d.get("max_batch") else None,
+            bool(d.get("shared", False)),
+            None
+            if not replay
+            else (
+                None if replay[0] is None else (int(replay[0][0]), int(replay[0][1])),
+                (int(replay[1][0]), int(replay[1][1])),
+            ),
         )
 
     def with_checkpoints(self, updates: Mapping[int, Id | None]) -> SubscriberRecord:
+        """Merges checkpoints; :data:`REPLAY_PARTITION` is the dead-letter replay's progress."""
         merged = dict(self.checkpoints)
         merged.update(updates)
-        return SubscriberRecord(list(self.partitions), merged, self.topics, self.epoch)
+        replay = self.replay
+        if REPLAY_PARTITION in merged:
+            at = merged.pop(REPLAY_PARTITION)
+            if replay is not None:
+                replay = None if at is not None and at >= replay[1] else (at, replay[1])
+        return replace(self, partitions=list(self.partitions), checkpoints=merged, replay=replay)
 
 
 def resolve(
@@ -107,6 +174,10 @@ def resolve(
     partition_count: int,
     now_ms: int,
     topics: Iterable[bytes] | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+    max_batch: int | None = None,
+    shared: bool = False,
 ) -> SubscriberRecord:
     """The record after a subscription: ``requested`` maps partition -> start (inclusive) or
     None (keep the stored checkpoint, or messages from ``now_ms`` on when there is none);
@@ -122,8 +193,16 @@ def resolve(
             checkpoints[p] = before(start)
         elif p not in checkpoints:
             checkpoints[p] = before((now_ms, 0))
-    epoch = existing.epoch + 1 if existing else 1
-    return SubscriberRecord(sorted(wanted), checkpoints, frozenset(topics or ()) or None, epoch)
+    return SubscriberRecord(
+        sorted(wanted),
+        checkpoints,
+        frozenset(topics or ()) or None,
+        existing.epoch + 1 if existing else 1,
+        retry or RetryPolicy(),
+        max_batch,
+        shared,
+        existing.replay if existing else None,
+    )
 
 
 def encode_topics(topics: Sequence[bytes] | None) -> bytes:

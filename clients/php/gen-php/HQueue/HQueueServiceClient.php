@@ -1763,4 +1763,402 @@ class HQueueServiceClient implements \HQueue\HQueueServiceIf
         }
         return;
     }
+
+    public function putMessagesReturningIds($queueName, $partitionID, array $tMessages)
+    {
+        $this->send_putMessagesReturningIds($queueName, $partitionID, $tMessages);
+        return $this->recv_putMessagesReturningIds();
+    }
+
+    public function send_putMessagesReturningIds($queueName, $partitionID, array $tMessages)
+    {
+        $args = new \HQueue\HQueueService_putMessagesReturningIds_args();
+        $args->queueName = $queueName;
+        $args->partitionID = $partitionID;
+        $args->tMessages = $tMessages;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'putMessagesReturningIds',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('putMessagesReturningIds', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_putMessagesReturningIds()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_putMessagesReturningIds_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_putMessagesReturningIds_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("putMessagesReturningIds failed: unknown result");
+    }
+
+    public function findMessagesByKey($queueName, $key, $limit)
+    {
+        $this->send_findMessagesByKey($queueName, $key, $limit);
+        return $this->recv_findMessagesByKey();
+    }
+
+    public function send_findMessagesByKey($queueName, $key, $limit)
+    {
+        $args = new \HQueue\HQueueService_findMessagesByKey_args();
+        $args->queueName = $queueName;
+        $args->key = $key;
+        $args->limit = $limit;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'findMessagesByKey',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('findMessagesByKey', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_findMessagesByKey()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_findMessagesByKey_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_findMessagesByKey_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("findMessagesByKey failed: unknown result");
+    }
+
+    public function resetSubscriber($queueName, $subscriberName, $timestampMs)
+    {
+        $this->send_resetSubscriber($queueName, $subscriberName, $timestampMs);
+        $this->recv_resetSubscriber();
+    }
+
+    public function send_resetSubscriber($queueName, $subscriberName, $timestampMs)
+    {
+        $args = new \HQueue\HQueueService_resetSubscriber_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->timestampMs = $timestampMs;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'resetSubscriber',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('resetSubscriber', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_resetSubscriber()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_resetSubscriber_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_resetSubscriber_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function pullMessages($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs)
+    {
+        $this->send_pullMessages($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs);
+        return $this->recv_pullMessages();
+    }
+
+    public function send_pullMessages($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs)
+    {
+        $args = new \HQueue\HQueueService_pullMessages_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->memberID = $memberID;
+        $args->maxMessages = $maxMessages;
+        $args->maxWaitMs = $maxWaitMs;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'pullMessages',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('pullMessages', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_pullMessages()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_pullMessages_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_pullMessages_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("pullMessages failed: unknown result");
+    }
+
+    public function ackMessages($queueName, $subscriberName, $memberID, array $upTo)
+    {
+        $this->send_ackMessages($queueName, $subscriberName, $memberID, $upTo);
+        $this->recv_ackMessages();
+    }
+
+    public function send_ackMessages($queueName, $subscriberName, $memberID, array $upTo)
+    {
+        $args = new \HQueue\HQueueService_ackMessages_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->memberID = $memberID;
+        $args->upTo = $upTo;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'ackMessages',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('ackMessages', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_ackMessages()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_ackMessages_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_ackMessages_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
+
+    public function replayDeadLetters($queueName, $subscriberName)
+    {
+        $this->send_replayDeadLetters($queueName, $subscriberName);
+        return $this->recv_replayDeadLetters();
+    }
+
+    public function send_replayDeadLetters($queueName, $subscriberName)
+    {
+        $args = new \HQueue\HQueueService_replayDeadLetters_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'replayDeadLetters',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('replayDeadLetters', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_replayDeadLetters()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_replayDeadLetters_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_replayDeadLetters_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("replayDeadLetters failed: unknown result");
+    }
 }

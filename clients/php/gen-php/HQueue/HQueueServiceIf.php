@@ -263,4 +263,72 @@ interface HQueueServiceIf
      * @throws \HQueue\IllegalArgument
      */
     public function authenticate($token);
+    /**
+     * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+     * 
+     * @param string $queueName
+     * @param int $partitionID
+     * @param \HQueue\TMessage[] $tMessages
+     * @return \HQueue\TMessageID[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function putMessagesReturningIds($queueName, $partitionID, array $tMessages);
+    /**
+     * Messages put with this key, newest first, from every partition, within the queue's TTL.
+     * 
+     * @param string $queueName
+     * @param string $key
+     * @param int $limit
+     * @return \HQueue\TMessage[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function findMessagesByKey($queueName, $key, $limit);
+    /**
+     * Moves every partition's checkpoint to just before the first message at or after
+     * timestampMs (forwards or backwards); live workers continue from there at once.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param int $timestampMs
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function resetSubscriber($queueName, $subscriberName, $timestampMs);
+    /**
+     * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+     * an empty list after maxWaitMs. A pull joins or renews the member.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param string $memberID
+     * @param int $maxMessages
+     * @param int $maxWaitMs
+     * @return \HQueue\TMessage[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function pullMessages($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs);
+    /**
+     * Commits checkpoints up to and including each partition's startMessageID.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param string $memberID
+     * @param \HQueue\TSubscribedPartition[] $upTo
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function ackMessages($queueName, $subscriberName, $memberID, array $upTo);
+    /**
+     * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @return int
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function replayDeadLetters($queueName, $subscriberName);
 }

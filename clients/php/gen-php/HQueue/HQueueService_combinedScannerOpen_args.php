@@ -100,13 +100,13 @@ class HQueueService_combinedScannerOpen_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->partitionIDs = array();
-                        $_size88 = 0;
-                        $_etype91 = 0;
-                        $xfer += $input->readListBegin($_etype91, $_size88);
-                        for ($_i92 = 0; $_i92 < $_size88; ++$_i92) {
-                            $elem93 = null;
-                            $xfer += $input->readI16($elem93);
-                            $this->partitionIDs []= $elem93;
+                        $_size111 = 0;
+                        $_etype114 = 0;
+                        $xfer += $input->readListBegin($_etype114, $_size111);
+                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
+                            $elem116 = null;
+                            $xfer += $input->readI16($elem116);
+                            $this->partitionIDs []= $elem116;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -146,8 +146,8 @@ class HQueueService_combinedScannerOpen_args
             }
             $xfer += $output->writeFieldBegin('partitionIDs', TType::LST, 2);
             $output->writeListBegin(TType::I16, count($this->partitionIDs));
-            foreach ($this->partitionIDs as $iter94) {
-                $xfer += $output->writeI16($iter94);
+            foreach ($this->partitionIDs as $iter117) {
+                $xfer += $output->writeI16($iter117);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -129,16 +129,16 @@ class HQueueService_createQueue_args
                 case 4:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size95 = 0;
-                        $_ktype96 = 0;
-                        $_vtype97 = 0;
-                        $xfer += $input->readMapBegin($_ktype96, $_vtype97, $_size95);
-                        for ($_i99 = 0; $_i99 < $_size95; ++$_i99) {
-                            $key100 = '';
-                            $val101 = '';
-                            $xfer += $input->readString($key100);
-                            $xfer += $input->readString($val101);
-                            $this->config[$key100] = $val101;
+                        $_size118 = 0;
+                        $_ktype119 = 0;
+                        $_vtype120 = 0;
+                        $xfer += $input->readMapBegin($_ktype119, $_vtype120, $_size118);
+                        for ($_i122 = 0; $_i122 < $_size118; ++$_i122) {
+                            $key123 = '';
+                            $val124 = '';
+                            $xfer += $input->readString($key123);
+                            $xfer += $input->readString($val124);
+                            $this->config[$key123] = $val124;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -180,9 +180,9 @@ class HQueueService_createQueue_args
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 4);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter102 => $viter103) {
-                $xfer += $output->writeString($kiter102);
-                $xfer += $output->writeString($viter103);
+            foreach ($this->config as $kiter125 => $viter126) {
+                $xfer += $output->writeString($kiter125);
+                $xfer += $output->writeString($viter126);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

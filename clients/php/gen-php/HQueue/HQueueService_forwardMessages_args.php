@@ -107,14 +107,14 @@ class HQueueService_forwardMessages_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size118 = 0;
-                        $_etype121 = 0;
-                        $xfer += $input->readListBegin($_etype121, $_size118);
-                        for ($_i122 = 0; $_i122 < $_size118; ++$_i122) {
-                            $elem123 = null;
-                            $elem123 = new \HQueue\TMessage();
-                            $xfer += $elem123->read($input);
-                            $this->tMessages []= $elem123;
+                        $_size141 = 0;
+                        $_etype144 = 0;
+                        $xfer += $input->readListBegin($_etype144, $_size141);
+                        for ($_i145 = 0; $_i145 < $_size141; ++$_i145) {
+                            $elem146 = null;
+                            $elem146 = new \HQueue\TMessage();
+                            $xfer += $elem146->read($input);
+                            $this->tMessages []= $elem146;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_forwardMessages_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter124) {
-                $xfer += $iter124->write($output);
+            foreach ($this->tMessages as $iter147) {
+                $xfer += $iter147->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

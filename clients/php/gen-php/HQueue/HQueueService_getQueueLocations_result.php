@@ -94,13 +94,13 @@ class HQueueService_getQueueLocations_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size81 = 0;
-                        $_etype84 = 0;
-                        $xfer += $input->readListBegin($_etype84, $_size81);
-                        for ($_i85 = 0; $_i85 < $_size81; ++$_i85) {
-                            $elem86 = null;
-                            $xfer += $input->readString($elem86);
-                            $this->success []= $elem86;
+                        $_size104 = 0;
+                        $_etype107 = 0;
+                        $xfer += $input->readListBegin($_etype107, $_size104);
+                        for ($_i108 = 0; $_i108 < $_size104; ++$_i108) {
+                            $elem109 = null;
+                            $xfer += $input->readString($elem109);
+                            $this->success []= $elem109;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -143,8 +143,8 @@ class HQueueService_getQueueLocations_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRING, count($this->success));
-            foreach ($this->success as $iter87) {
-                $xfer += $output->writeString($iter87);
+            foreach ($this->success as $iter110) {
+                $xfer += $output->writeString($iter110);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_listGateways_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size125 = 0;
-                        $_etype128 = 0;
-                        $xfer += $input->readListBegin($_etype128, $_size125);
-                        for ($_i129 = 0; $_i129 < $_size125; ++$_i129) {
-                            $elem130 = null;
-                            $elem130 = new \HQueue\TGatewayInfo();
-                            $xfer += $elem130->read($input);
-                            $this->success []= $elem130;
+                        $_size148 = 0;
+                        $_etype151 = 0;
+                        $xfer += $input->readListBegin($_etype151, $_size148);
+                        for ($_i152 = 0; $_i152 < $_size148; ++$_i152) {
+                            $elem153 = null;
+                            $elem153 = new \HQueue\TGatewayInfo();
+                            $xfer += $elem153->read($input);
+                            $this->success []= $elem153;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listGateways_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter131) {
-                $xfer += $iter131->write($output);
+            foreach ($this->success as $iter154) {
+                $xfer += $iter154->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_listQueues_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size104 = 0;
-                        $_etype107 = 0;
-                        $xfer += $input->readListBegin($_etype107, $_size104);
-                        for ($_i108 = 0; $_i108 < $_size104; ++$_i108) {
-                            $elem109 = null;
-                            $elem109 = new \HQueue\TQueueInfo();
-                            $xfer += $elem109->read($input);
-                            $this->success []= $elem109;
+                        $_size127 = 0;
+                        $_etype130 = 0;
+                        $xfer += $input->readListBegin($_etype130, $_size127);
+                        for ($_i131 = 0; $_i131 < $_size127; ++$_i131) {
+                            $elem132 = null;
+                            $elem132 = new \HQueue\TQueueInfo();
+                            $xfer += $elem132->read($input);
+                            $this->success []= $elem132;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listQueues_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter110) {
-                $xfer += $iter110->write($output);
+            foreach ($this->success as $iter133) {
+                $xfer += $iter133->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

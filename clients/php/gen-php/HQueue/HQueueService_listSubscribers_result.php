@@ -95,14 +95,14 @@ class HQueueService_listSubscribers_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size111 = 0;
-                        $_etype114 = 0;
-                        $xfer += $input->readListBegin($_etype114, $_size111);
-                        for ($_i115 = 0; $_i115 < $_size111; ++$_i115) {
-                            $elem116 = null;
-                            $elem116 = new \HQueue\TSubscriberInfo();
-                            $xfer += $elem116->read($input);
-                            $this->success []= $elem116;
+                        $_size134 = 0;
+                        $_etype137 = 0;
+                        $xfer += $input->readListBegin($_etype137, $_size134);
+                        for ($_i138 = 0; $_i138 < $_size134; ++$_i138) {
+                            $elem139 = null;
+                            $elem139 = new \HQueue\TSubscriberInfo();
+                            $xfer += $elem139->read($input);
+                            $this->success []= $elem139;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_listSubscribers_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter117) {
-                $xfer += $iter117->write($output);
+            foreach ($this->success as $iter140) {
+                $xfer += $iter140->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -95,14 +95,14 @@ class HQueueService_messageScannerGetList_result
                 case 0:
                     if ($ftype == TType::LST) {
                         $this->success = array();
-                        $_size60 = 0;
-                        $_etype63 = 0;
-                        $xfer += $input->readListBegin($_etype63, $_size60);
-                        for ($_i64 = 0; $_i64 < $_size60; ++$_i64) {
-                            $elem65 = null;
-                            $elem65 = new \HQueue\TMessage();
-                            $xfer += $elem65->read($input);
-                            $this->success []= $elem65;
+                        $_size83 = 0;
+                        $_etype86 = 0;
+                        $xfer += $input->readListBegin($_etype86, $_size83);
+                        for ($_i87 = 0; $_i87 < $_size83; ++$_i87) {
+                            $elem88 = null;
+                            $elem88 = new \HQueue\TMessage();
+                            $xfer += $elem88->read($input);
+                            $this->success []= $elem88;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -145,8 +145,8 @@ class HQueueService_messageScannerGetList_result
             }
             $xfer += $output->writeFieldBegin('success', TType::LST, 0);
             $output->writeListBegin(TType::STRUCT, count($this->success));
-            foreach ($this->success as $iter66) {
-                $xfer += $iter66->write($output);
+            foreach ($this->success as $iter89) {
+                $xfer += $iter89->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -107,14 +107,14 @@ class HQueueService_putMessagesWithPid_args
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size74 = 0;
-                        $_etype77 = 0;
-                        $xfer += $input->readListBegin($_etype77, $_size74);
-                        for ($_i78 = 0; $_i78 < $_size74; ++$_i78) {
-                            $elem79 = null;
-                            $elem79 = new \HQueue\TMessage();
-                            $xfer += $elem79->read($input);
-                            $this->tMessages []= $elem79;
+                        $_size97 = 0;
+                        $_etype100 = 0;
+                        $xfer += $input->readListBegin($_etype100, $_size97);
+                        for ($_i101 = 0; $_i101 < $_size97; ++$_i101) {
+                            $elem102 = null;
+                            $elem102 = new \HQueue\TMessage();
+                            $xfer += $elem102->read($input);
+                            $this->tMessages []= $elem102;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -151,8 +151,8 @@ class HQueueService_putMessagesWithPid_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter80) {
-                $xfer += $iter80->write($output);
+            foreach ($this->tMessages as $iter103) {
+                $xfer += $iter103->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

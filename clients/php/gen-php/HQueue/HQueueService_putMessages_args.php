@@ -88,14 +88,14 @@ class HQueueService_putMessages_args
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->tMessages = array();
-                        $_size67 = 0;
-                        $_etype70 = 0;
-                        $xfer += $input->readListBegin($_etype70, $_size67);
-                        for ($_i71 = 0; $_i71 < $_size67; ++$_i71) {
-                            $elem72 = null;
-                            $elem72 = new \HQueue\TMessage();
-                            $xfer += $elem72->read($input);
-                            $this->tMessages []= $elem72;
+                        $_size90 = 0;
+                        $_etype93 = 0;
+                        $xfer += $input->readListBegin($_etype93, $_size90);
+                        for ($_i94 = 0; $_i94 < $_size90; ++$_i94) {
+                            $elem95 = null;
+                            $elem95 = new \HQueue\TMessage();
+                            $xfer += $elem95->read($input);
+                            $this->tMessages []= $elem95;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -127,8 +127,8 @@ class HQueueService_putMessages_args
             }
             $xfer += $output->writeFieldBegin('tMessages', TType::LST, 2);
             $output->writeListBegin(TType::STRUCT, count($this->tMessages));
-            foreach ($this->tMessages as $iter73) {
-                $xfer += $iter73->write($output);
+            foreach ($this->tMessages as $iter96) {
+                $xfer += $iter96->write($output);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -174,25 +174,25 @@ class TGatewayInfo
                 case 6:
                     if ($ftype == TType::MAP) {
                         $this->partitions = array();
-                        $_size44 = 0;
-                        $_ktype45 = 0;
-                        $_vtype46 = 0;
-                        $xfer += $input->readMapBegin($_ktype45, $_vtype46, $_size44);
-                        for ($_i48 = 0; $_i48 < $_size44; ++$_i48) {
-                            $key49 = '';
-                            $val50 = array();
-                            $xfer += $input->readString($key49);
-                            $val50 = array();
-                            $_size51 = 0;
-                            $_etype54 = 0;
-                            $xfer += $input->readListBegin($_etype54, $_size51);
-                            for ($_i55 = 0; $_i55 < $_size51; ++$_i55) {
-                                $elem56 = null;
-                                $xfer += $input->readI16($elem56);
-                                $val50 []= $elem56;
+                        $_size67 = 0;
+                        $_ktype68 = 0;
+                        $_vtype69 = 0;
+                        $xfer += $input->readMapBegin($_ktype68, $_vtype69, $_size67);
+                        for ($_i71 = 0; $_i71 < $_size67; ++$_i71) {
+                            $key72 = '';
+                            $val73 = array();
+                            $xfer += $input->readString($key72);
+                            $val73 = array();
+                            $_size74 = 0;
+                            $_etype77 = 0;
+                            $xfer += $input->readListBegin($_etype77, $_size74);
+                            for ($_i78 = 0; $_i78 < $_size74; ++$_i78) {
+                                $elem79 = null;
+                                $xfer += $input->readI16($elem79);
+                                $val73 []= $elem79;
                             }
                             $xfer += $input->readListEnd();
-                            $this->partitions[$key49] = $val50;
+                            $this->partitions[$key72] = $val73;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -244,11 +244,11 @@ class TGatewayInfo
             }
             $xfer += $output->writeFieldBegin('partitions', TType::MAP, 6);
             $output->writeMapBegin(TType::STRING, TType::LST, count($this->partitions));
-            foreach ($this->partitions as $kiter57 => $viter58) {
-                $xfer += $output->writeString($kiter57);
-                $output->writeListBegin(TType::I16, count($viter58));
-                foreach ($viter58 as $iter59) {
-                    $xfer += $output->writeI16($iter59);
+            foreach ($this->partitions as $kiter80 => $viter81) {
+                $xfer += $output->writeString($kiter80);
+                $output->writeListBegin(TType::I16, count($viter81));
+                foreach ($viter81 as $iter82) {
+                    $xfer += $output->writeI16($iter82);
                 }
                 $output->writeListEnd();
             }

@@ -45,6 +45,24 @@ class TMessage
             'isRequired' => false,
             'type' => TType::STRING,
         ),
+        5 => array(
+            'var' => 'key',
+            'isRequired' => false,
+            'type' => TType::STRING,
+        ),
+        6 => array(
+            'var' => 'properties',
+            'isRequired' => false,
+            'type' => TType::MAP,
+            'ktype' => TType::STRING,
+            'vtype' => TType::STRING,
+            'key' => array(
+                'type' => TType::STRING,
+            ),
+            'val' => array(
+                'type' => TType::STRING,
+                ),
+        ),
     );
 
     /**
@@ -63,6 +81,18 @@ class TMessage
      * @var string
      */
     public $value = null;
+    /**
+     * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+     * 
+     * @var string
+     */
+    public $key = null;
+    /**
+     * User properties; the gateway adds dlq.* to dead letters.
+     * 
+     * @var array
+     */
+    public $properties = null;
 
     public function __construct($vals = null)
     {
@@ -78,6 +108,12 @@ class TMessage
             }
             if (isset($vals['value'])) {
                 $this->value = $vals['value'];
+            }
+            if (isset($vals['key'])) {
+                $this->key = $vals['key'];
+            }
+            if (isset($vals['properties'])) {
+                $this->properties = $vals['properties'];
             }
         }
     }
@@ -130,6 +166,32 @@ class TMessage
                         $xfer += $input->skip($ftype);
                     }
                     break;
+                case 5:
+                    if ($ftype == TType::STRING) {
+                        $xfer += $input->readString($this->key);
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 6:
+                    if ($ftype == TType::MAP) {
+                        $this->properties = array();
+                        $_size0 = 0;
+                        $_ktype1 = 0;
+                        $_vtype2 = 0;
+                        $xfer += $input->readMapBegin($_ktype1, $_vtype2, $_size0);
+                        for ($_i4 = 0; $_i4 < $_size0; ++$_i4) {
+                            $key5 = '';
+                            $val6 = '';
+                            $xfer += $input->readString($key5);
+                            $xfer += $input->readString($val6);
+                            $this->properties[$key5] = $val6;
+                        }
+                        $xfer += $input->readMapEnd();
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
                 default:
                     $xfer += $input->skip($ftype);
                     break;
@@ -165,6 +227,24 @@ class TMessage
         if ($this->value !== null) {
             $xfer += $output->writeFieldBegin('value', TType::STRING, 4);
             $xfer += $output->writeString($this->value);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->key !== null) {
+            $xfer += $output->writeFieldBegin('key', TType::STRING, 5);
+            $xfer += $output->writeString($this->key);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->properties !== null) {
+            if (!is_array($this->properties)) {
+                throw new TProtocolException('Bad type in structure.', TProtocolException::INVALID_DATA);
+            }
+            $xfer += $output->writeFieldBegin('properties', TType::MAP, 6);
+            $output->writeMapBegin(TType::STRING, TType::STRING, count($this->properties));
+            foreach ($this->properties as $kiter7 => $viter8) {
+                $xfer += $output->writeString($kiter7);
+                $xfer += $output->writeString($viter8);
+            }
+            $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();
         }
         $xfer += $output->writeFieldStop();

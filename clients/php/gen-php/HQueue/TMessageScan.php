@@ -139,13 +139,13 @@ class TMessageScan
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->topics = array();
-                        $_size0 = 0;
-                        $_etype3 = 0;
-                        $xfer += $input->readListBegin($_etype3, $_size0);
-                        for ($_i4 = 0; $_i4 < $_size0; ++$_i4) {
-                            $elem5 = null;
-                            $xfer += $input->readString($elem5);
-                            $this->topics []= $elem5;
+                        $_size9 = 0;
+                        $_etype12 = 0;
+                        $xfer += $input->readListBegin($_etype12, $_size9);
+                        for ($_i13 = 0; $_i13 < $_size9; ++$_i13) {
+                            $elem14 = null;
+                            $xfer += $input->readString($elem14);
+                            $this->topics []= $elem14;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -202,8 +202,8 @@ class TMessageScan
             }
             $xfer += $output->writeFieldBegin('topics', TType::LST, 3);
             $output->writeListBegin(TType::STRING, count($this->topics));
-            foreach ($this->topics as $iter6) {
-                $xfer += $output->writeString($iter6);
+            foreach ($this->topics as $iter15) {
+                $xfer += $output->writeString($iter15);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();

@@ -148,16 +148,16 @@ class TQueueInfo
                 case 5:
                     if ($ftype == TType::MAP) {
                         $this->config = array();
-                        $_size7 = 0;
-                        $_ktype8 = 0;
-                        $_vtype9 = 0;
-                        $xfer += $input->readMapBegin($_ktype8, $_vtype9, $_size7);
-                        for ($_i11 = 0; $_i11 < $_size7; ++$_i11) {
-                            $key12 = '';
-                            $val13 = '';
-                            $xfer += $input->readString($key12);
-                            $xfer += $input->readString($val13);
-                            $this->config[$key12] = $val13;
+                        $_size16 = 0;
+                        $_ktype17 = 0;
+                        $_vtype18 = 0;
+                        $xfer += $input->readMapBegin($_ktype17, $_vtype18, $_size16);
+                        for ($_i20 = 0; $_i20 < $_size16; ++$_i20) {
+                            $key21 = '';
+                            $val22 = '';
+                            $xfer += $input->readString($key21);
+                            $xfer += $input->readString($val22);
+                            $this->config[$key21] = $val22;
                         }
                         $xfer += $input->readMapEnd();
                     } else {
@@ -204,9 +204,9 @@ class TQueueInfo
             }
             $xfer += $output->writeFieldBegin('config', TType::MAP, 5);
             $output->writeMapBegin(TType::STRING, TType::STRING, count($this->config));
-            foreach ($this->config as $kiter14 => $viter15) {
-                $xfer += $output->writeString($kiter14);
-                $xfer += $output->writeString($viter15);
+            foreach ($this->config as $kiter23 => $viter24) {
+                $xfer += $output->writeString($kiter23);
+                $xfer += $output->writeString($viter24);
             }
             $output->writeMapEnd();
             $xfer += $output->writeFieldEnd();

@@ -53,6 +53,32 @@ class TSubscriberInfo
                 'class' => '\HQueue\TPartitionProgress',
                 ),
         ),
+        5 => array(
+            'var' => 'members',
+            'isRequired' => false,
+            'type' => TType::LST,
+            'etype' => TType::STRUCT,
+            'elem' => array(
+                'type' => TType::STRUCT,
+                'class' => '\HQueue\TGroupMember',
+                ),
+        ),
+        6 => array(
+            'var' => 'deadLetters',
+            'isRequired' => false,
+            'type' => TType::I64,
+        ),
+        7 => array(
+            'var' => 'shared',
+            'isRequired' => false,
+            'type' => TType::BOOL,
+        ),
+        8 => array(
+            'var' => 'retryPolicy',
+            'isRequired' => false,
+            'type' => TType::STRUCT,
+            'class' => '\HQueue\TRetryPolicy',
+        ),
     );
 
     /**
@@ -71,6 +97,26 @@ class TSubscriberInfo
      * @var \HQueue\TPartitionProgress[]
      */
     public $partitions = null;
+    /**
+     * The live members of a shared subscriber (or the one live registration) and their partitions.
+     * 
+     * @var \HQueue\TGroupMember[]
+     */
+    public $members = null;
+    /**
+     * Messages in the subscriber's dead-letter queue.
+     * 
+     * @var int
+     */
+    public $deadLetters = null;
+    /**
+     * @var bool
+     */
+    public $shared = null;
+    /**
+     * @var \HQueue\TRetryPolicy
+     */
+    public $retryPolicy = null;
 
     public function __construct($vals = null)
     {
@@ -86,6 +132,18 @@ class TSubscriberInfo
             }
             if (isset($vals['partitions'])) {
                 $this->partitions = $vals['partitions'];
+            }
+            if (isset($vals['members'])) {
+                $this->members = $vals['members'];
+            }
+            if (isset($vals['deadLetters'])) {
+                $this->deadLetters = $vals['deadLetters'];
+            }
+            if (isset($vals['shared'])) {
+                $this->shared = $vals['shared'];
+            }
+            if (isset($vals['retryPolicy'])) {
+                $this->retryPolicy = $vals['retryPolicy'];
             }
         }
     }
@@ -126,13 +184,13 @@ class TSubscriberInfo
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->topics = array();
-                        $_size30 = 0;
-                        $_etype33 = 0;
-                        $xfer += $input->readListBegin($_etype33, $_size30);
-                        for ($_i34 = 0; $_i34 < $_size30; ++$_i34) {
-                            $elem35 = null;
-                            $xfer += $input->readString($elem35);
-                            $this->topics []= $elem35;
+                        $_size46 = 0;
+                        $_etype49 = 0;
+                        $xfer += $input->readListBegin($_etype49, $_size46);
+                        for ($_i50 = 0; $_i50 < $_size46; ++$_i50) {
+                            $elem51 = null;
+                            $xfer += $input->readString($elem51);
+                            $this->topics []= $elem51;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -142,16 +200,55 @@ class TSubscriberInfo
                 case 4:
                     if ($ftype == TType::LST) {
                         $this->partitions = array();
-                        $_size36 = 0;
-                        $_etype39 = 0;
-                        $xfer += $input->readListBegin($_etype39, $_size36);
-                        for ($_i40 = 0; $_i40 < $_size36; ++$_i40) {
-                            $elem41 = null;
-                            $elem41 = new \HQueue\TPartitionProgress();
-                            $xfer += $elem41->read($input);
-                            $this->partitions []= $elem41;
+                        $_size52 = 0;
+                        $_etype55 = 0;
+                        $xfer += $input->readListBegin($_etype55, $_size52);
+                        for ($_i56 = 0; $_i56 < $_size52; ++$_i56) {
+                            $elem57 = null;
+                            $elem57 = new \HQueue\TPartitionProgress();
+                            $xfer += $elem57->read($input);
+                            $this->partitions []= $elem57;
                         }
                         $xfer += $input->readListEnd();
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 5:
+                    if ($ftype == TType::LST) {
+                        $this->members = array();
+                        $_size58 = 0;
+                        $_etype61 = 0;
+                        $xfer += $input->readListBegin($_etype61, $_size58);
+                        for ($_i62 = 0; $_i62 < $_size58; ++$_i62) {
+                            $elem63 = null;
+                            $elem63 = new \HQueue\TGroupMember();
+                            $xfer += $elem63->read($input);
+                            $this->members []= $elem63;
+                        }
+                        $xfer += $input->readListEnd();
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 6:
+                    if ($ftype == TType::I64) {
+                        $xfer += $input->readI64($this->deadLetters);
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 7:
+                    if ($ftype == TType::BOOL) {
+                        $xfer += $input->readBool($this->shared);
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 8:
+                    if ($ftype == TType::STRUCT) {
+                        $this->retryPolicy = new \HQueue\TRetryPolicy();
+                        $xfer += $this->retryPolicy->read($input);
                     } else {
                         $xfer += $input->skip($ftype);
                     }
@@ -186,8 +283,8 @@ class TSubscriberInfo
             }
             $xfer += $output->writeFieldBegin('topics', TType::LST, 3);
             $output->writeListBegin(TType::STRING, count($this->topics));
-            foreach ($this->topics as $iter42) {
-                $xfer += $output->writeString($iter42);
+            foreach ($this->topics as $iter64) {
+                $xfer += $output->writeString($iter64);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();
@@ -198,10 +295,40 @@ class TSubscriberInfo
             }
             $xfer += $output->writeFieldBegin('partitions', TType::LST, 4);
             $output->writeListBegin(TType::STRUCT, count($this->partitions));
-            foreach ($this->partitions as $iter43) {
-                $xfer += $iter43->write($output);
+            foreach ($this->partitions as $iter65) {
+                $xfer += $iter65->write($output);
             }
             $output->writeListEnd();
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->members !== null) {
+            if (!is_array($this->members)) {
+                throw new TProtocolException('Bad type in structure.', TProtocolException::INVALID_DATA);
+            }
+            $xfer += $output->writeFieldBegin('members', TType::LST, 5);
+            $output->writeListBegin(TType::STRUCT, count($this->members));
+            foreach ($this->members as $iter66) {
+                $xfer += $iter66->write($output);
+            }
+            $output->writeListEnd();
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->deadLetters !== null) {
+            $xfer += $output->writeFieldBegin('deadLetters', TType::I64, 6);
+            $xfer += $output->writeI64($this->deadLetters);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->shared !== null) {
+            $xfer += $output->writeFieldBegin('shared', TType::BOOL, 7);
+            $xfer += $output->writeBool($this->shared);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->retryPolicy !== null) {
+            if (!is_object($this->retryPolicy)) {
+                throw new TProtocolException('Bad type in structure.', TProtocolException::INVALID_DATA);
+            }
+            $xfer += $output->writeFieldBegin('retryPolicy', TType::STRUCT, 8);
+            $xfer += $this->retryPolicy->write($output);
             $xfer += $output->writeFieldEnd();
         }
         $xfer += $output->writeFieldStop();

@@ -50,6 +50,22 @@ class TSubscription
                 'class' => '\HQueue\TSubscribedPartition',
                 ),
         ),
+        4 => array(
+            'var' => 'retryPolicy',
+            'isRequired' => false,
+            'type' => TType::STRUCT,
+            'class' => '\HQueue\TRetryPolicy',
+        ),
+        5 => array(
+            'var' => 'maxBatchMessages',
+            'isRequired' => false,
+            'type' => TType::I32,
+        ),
+        6 => array(
+            'var' => 'shared',
+            'isRequired' => false,
+            'type' => TType::BOOL,
+        ),
     );
 
     /**
@@ -64,6 +80,22 @@ class TSubscription
      * @var \HQueue\TSubscribedPartition[]
      */
     public $partitions = null;
+    /**
+     * @var \HQueue\TRetryPolicy
+     */
+    public $retryPolicy = null;
+    /**
+     * At most this many messages per consumeMessages call (default: the gateway's).
+     * 
+     * @var int
+     */
+    public $maxBatchMessages = null;
+    /**
+     * A consumer group: every process subscribing under this name shares the partitions.
+     * 
+     * @var bool
+     */
+    public $shared = null;
 
     public function __construct($vals = null)
     {
@@ -76,6 +108,15 @@ class TSubscription
             }
             if (isset($vals['partitions'])) {
                 $this->partitions = $vals['partitions'];
+            }
+            if (isset($vals['retryPolicy'])) {
+                $this->retryPolicy = $vals['retryPolicy'];
+            }
+            if (isset($vals['maxBatchMessages'])) {
+                $this->maxBatchMessages = $vals['maxBatchMessages'];
+            }
+            if (isset($vals['shared'])) {
+                $this->shared = $vals['shared'];
             }
         }
     }
@@ -109,13 +150,13 @@ class TSubscription
                 case 2:
                     if ($ftype == TType::LST) {
                         $this->topics = array();
-                        $_size16 = 0;
-                        $_etype19 = 0;
-                        $xfer += $input->readListBegin($_etype19, $_size16);
-                        for ($_i20 = 0; $_i20 < $_size16; ++$_i20) {
-                            $elem21 = null;
-                            $xfer += $input->readString($elem21);
-                            $this->topics []= $elem21;
+                        $_size32 = 0;
+                        $_etype35 = 0;
+                        $xfer += $input->readListBegin($_etype35, $_size32);
+                        for ($_i36 = 0; $_i36 < $_size32; ++$_i36) {
+                            $elem37 = null;
+                            $xfer += $input->readString($elem37);
+                            $this->topics []= $elem37;
                         }
                         $xfer += $input->readListEnd();
                     } else {
@@ -125,16 +166,38 @@ class TSubscription
                 case 3:
                     if ($ftype == TType::LST) {
                         $this->partitions = array();
-                        $_size22 = 0;
-                        $_etype25 = 0;
-                        $xfer += $input->readListBegin($_etype25, $_size22);
-                        for ($_i26 = 0; $_i26 < $_size22; ++$_i26) {
-                            $elem27 = null;
-                            $elem27 = new \HQueue\TSubscribedPartition();
-                            $xfer += $elem27->read($input);
-                            $this->partitions []= $elem27;
+                        $_size38 = 0;
+                        $_etype41 = 0;
+                        $xfer += $input->readListBegin($_etype41, $_size38);
+                        for ($_i42 = 0; $_i42 < $_size38; ++$_i42) {
+                            $elem43 = null;
+                            $elem43 = new \HQueue\TSubscribedPartition();
+                            $xfer += $elem43->read($input);
+                            $this->partitions []= $elem43;
                         }
                         $xfer += $input->readListEnd();
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 4:
+                    if ($ftype == TType::STRUCT) {
+                        $this->retryPolicy = new \HQueue\TRetryPolicy();
+                        $xfer += $this->retryPolicy->read($input);
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 5:
+                    if ($ftype == TType::I32) {
+                        $xfer += $input->readI32($this->maxBatchMessages);
+                    } else {
+                        $xfer += $input->skip($ftype);
+                    }
+                    break;
+                case 6:
+                    if ($ftype == TType::BOOL) {
+                        $xfer += $input->readBool($this->shared);
                     } else {
                         $xfer += $input->skip($ftype);
                     }
@@ -164,8 +227,8 @@ class TSubscription
             }
             $xfer += $output->writeFieldBegin('topics', TType::LST, 2);
             $output->writeListBegin(TType::STRING, count($this->topics));
-            foreach ($this->topics as $iter28) {
-                $xfer += $output->writeString($iter28);
+            foreach ($this->topics as $iter44) {
+                $xfer += $output->writeString($iter44);
             }
             $output->writeListEnd();
             $xfer += $output->writeFieldEnd();
@@ -176,10 +239,28 @@ class TSubscription
             }
             $xfer += $output->writeFieldBegin('partitions', TType::LST, 3);
             $output->writeListBegin(TType::STRUCT, count($this->partitions));
-            foreach ($this->partitions as $iter29) {
-                $xfer += $iter29->write($output);
+            foreach ($this->partitions as $iter45) {
+                $xfer += $iter45->write($output);
             }
             $output->writeListEnd();
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->retryPolicy !== null) {
+            if (!is_object($this->retryPolicy)) {
+                throw new TProtocolException('Bad type in structure.', TProtocolException::INVALID_DATA);
+            }
+            $xfer += $output->writeFieldBegin('retryPolicy', TType::STRUCT, 4);
+            $xfer += $this->retryPolicy->write($output);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->maxBatchMessages !== null) {
+            $xfer += $output->writeFieldBegin('maxBatchMessages', TType::I32, 5);
+            $xfer += $output->writeI32($this->maxBatchMessages);
+            $xfer += $output->writeFieldEnd();
+        }
+        if ($this->shared !== null) {
+            $xfer += $output->writeFieldBegin('shared', TType::BOOL, 6);
+            $xfer += $output->writeBool($this->shared);
             $xfer += $output->writeFieldEnd();
         }
         $xfer += $output->writeFieldStop();

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hqueue.protocol import parse_address
-from hqueue.toolkit import commands
+from hqueue.toolkit import commands, consumers
 from hqueue.toolkit.commands import EXIT_OK, EXIT_USAGE, Client
 from hqueue.toolkit.shell import Shell
 
@@ -183,6 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "subscribers", "a queue's subscribers with checkpoints and lag (messages, seconds)"
     ).add_argument("queue")
+    p = add("dlq", "list a subscriber's dead letters (messages that used up their attempts)")
+    p.add_argument("queue")
+    p.add_argument("subscriber")
+    p = add("dlq_replay", "deliver a subscriber's dead letters again, to that subscriber only")
+    p.add_argument("queue")
+    p.add_argument("subscriber")
+    p = add("reset_subscriber", "move a subscriber's checkpoints to a point in time")
+    p.add_argument("queue")
+    p.add_argument("subscriber")
+    p.add_argument(
+        "--to",
+        required=True,
+        metavar="TIME",
+        help="ISO 8601 (UTC unless given), epoch ms, a MessageID TS.SEQ, earliest or latest",
+    )
     add("shell", "start the interactive HQueue Shell (reads stdin when it is not a terminal)")
     return parser
 
@@ -348,6 +363,16 @@ def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -
         _print(
             commands.format_subscribers(args.queue, commands.list_subscribers(client, args.queue))
         )
+    elif name == "dlq":
+        _print(
+            consumers.format_dead_letters(
+                consumers.dead_letters(client, args.queue, args.subscriber)
+            )
+        )
+    elif name == "dlq_replay":
+        _print(consumers.replay_dead_letters(client, args.queue, args.subscriber))
+    elif name == "reset_subscriber":
+        _print(consumers.reset_subscriber(client, args.queue, args.subscriber, args.to))
     else:  # pragma: no cover - argparse only lets known commands through
         raise AssertionError(name)
 

@@ -299,6 +299,82 @@ class Iface(object):
         """
         pass
 
+    def putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        pass
+
+    def findMessagesByKey(self, queueName, key, limit):
+        """
+        Messages put with this key, newest first, from every partition, within the queue's TTL.
+
+        Parameters:
+         - queueName
+         - key
+         - limit
+
+        """
+        pass
+
+    def resetSubscriber(self, queueName, subscriberName, timestampMs):
+        """
+        Moves every partition's checkpoint to just before the first message at or after
+        timestampMs (forwards or backwards); live workers continue from there at once.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - timestampMs
+
+        """
+        pass
+
+    def pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+        an empty list after maxWaitMs. A pull joins or renews the member.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        pass
+
+    def ackMessages(self, queueName, subscriberName, memberID, upTo):
+        """
+        Commits checkpoints up to and including each partition's startMessageID.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        pass
+
+    def replayDeadLetters(self, queueName, subscriberName):
+        """
+        Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        pass
+
 
 class Client(Iface):
     def __init__(self, iprot, oprot=None):
@@ -1337,6 +1413,260 @@ class Client(Iface):
             raise result.ia
         return
 
+    def putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        self.send_putMessagesReturningIds(queueName, partitionID, tMessages)
+        return self.recv_putMessagesReturningIds()
+
+    def send_putMessagesReturningIds(self, queueName, partitionID, tMessages):
+        self._oprot.writeMessageBegin('putMessagesReturningIds', TMessageType.CALL, self._seqid)
+        args = putMessagesReturningIds_args()
+        args.queueName = queueName
+        args.partitionID = partitionID
+        args.tMessages = tMessages
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_putMessagesReturningIds(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = putMessagesReturningIds_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "putMessagesReturningIds failed: unknown result")
+
+    def findMessagesByKey(self, queueName, key, limit):
+        """
+        Messages put with this key, newest first, from every partition, within the queue's TTL.
+
+        Parameters:
+         - queueName
+         - key
+         - limit
+
+        """
+        self.send_findMessagesByKey(queueName, key, limit)
+        return self.recv_findMessagesByKey()
+
+    def send_findMessagesByKey(self, queueName, key, limit):
+        self._oprot.writeMessageBegin('findMessagesByKey', TMessageType.CALL, self._seqid)
+        args = findMessagesByKey_args()
+        args.queueName = queueName
+        args.key = key
+        args.limit = limit
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_findMessagesByKey(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = findMessagesByKey_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "findMessagesByKey failed: unknown result")
+
+    def resetSubscriber(self, queueName, subscriberName, timestampMs):
+        """
+        Moves every partition's checkpoint to just before the first message at or after
+        timestampMs (forwards or backwards); live workers continue from there at once.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - timestampMs
+
+        """
+        self.send_resetSubscriber(queueName, subscriberName, timestampMs)
+        self.recv_resetSubscriber()
+
+    def send_resetSubscriber(self, queueName, subscriberName, timestampMs):
+        self._oprot.writeMessageBegin('resetSubscriber', TMessageType.CALL, self._seqid)
+        args = resetSubscriber_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.timestampMs = timestampMs
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_resetSubscriber(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = resetSubscriber_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+        an empty list after maxWaitMs. A pull joins or renews the member.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        self.send_pullMessages(queueName, subscriberName, memberID, maxMessages, maxWaitMs)
+        return self.recv_pullMessages()
+
+    def send_pullMessages(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        self._oprot.writeMessageBegin('pullMessages', TMessageType.CALL, self._seqid)
+        args = pullMessages_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.maxMessages = maxMessages
+        args.maxWaitMs = maxWaitMs
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_pullMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = pullMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "pullMessages failed: unknown result")
+
+    def ackMessages(self, queueName, subscriberName, memberID, upTo):
+        """
+        Commits checkpoints up to and including each partition's startMessageID.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        self.send_ackMessages(queueName, subscriberName, memberID, upTo)
+        self.recv_ackMessages()
+
+    def send_ackMessages(self, queueName, subscriberName, memberID, upTo):
+        self._oprot.writeMessageBegin('ackMessages', TMessageType.CALL, self._seqid)
+        args = ackMessages_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.upTo = upTo
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_ackMessages(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = ackMessages_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
+    def replayDeadLetters(self, queueName, subscriberName):
+        """
+        Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+
+        Parameters:
+         - queueName
+         - subscriberName
+
+        """
+        self.send_replayDeadLetters(queueName, subscriberName)
+        return self.recv_replayDeadLetters()
+
+    def send_replayDeadLetters(self, queueName, subscriberName):
+        self._oprot.writeMessageBegin('replayDeadLetters', TMessageType.CALL, self._seqid)
+        args = replayDeadLetters_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_replayDeadLetters(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = replayDeadLetters_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "replayDeadLetters failed: unknown result")
+
 
 class Processor(Iface, TProcessor):
     def __init__(self, handler):
@@ -1369,6 +1699,12 @@ class Processor(Iface, TProcessor):
         self._processMap["listGateways"] = Processor.process_listGateways
         self._processMap["balanceCluster"] = Processor.process_balanceCluster
         self._processMap["authenticate"] = Processor.process_authenticate
+        self._processMap["putMessagesReturningIds"] = Processor.process_putMessagesReturningIds
+        self._processMap["findMessagesByKey"] = Processor.process_findMessagesByKey
+        self._processMap["resetSubscriber"] = Processor.process_resetSubscriber
+        self._processMap["pullMessages"] = Processor.process_pullMessages
+        self._processMap["ackMessages"] = Processor.process_ackMessages
+        self._processMap["replayDeadLetters"] = Processor.process_replayDeadLetters
         self._on_message_begin = None
 
     def on_message_begin(self, func):
@@ -2174,6 +2510,180 @@ class Processor(Iface, TProcessor):
         oprot.writeMessageEnd()
         oprot.trans.flush()
 
+    def process_putMessagesReturningIds(self, seqid, iprot, oprot):
+        args = putMessagesReturningIds_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = putMessagesReturningIds_result()
+        try:
+            result.success = self._handler.putMessagesReturningIds(args.queueName, args.partitionID, args.tMessages)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("putMessagesReturningIds", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_findMessagesByKey(self, seqid, iprot, oprot):
+        args = findMessagesByKey_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = findMessagesByKey_result()
+        try:
+            result.success = self._handler.findMessagesByKey(args.queueName, args.key, args.limit)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("findMessagesByKey", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_resetSubscriber(self, seqid, iprot, oprot):
+        args = resetSubscriber_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = resetSubscriber_result()
+        try:
+            self._handler.resetSubscriber(args.queueName, args.subscriberName, args.timestampMs)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("resetSubscriber", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_pullMessages(self, seqid, iprot, oprot):
+        args = pullMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = pullMessages_result()
+        try:
+            result.success = self._handler.pullMessages(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("pullMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_ackMessages(self, seqid, iprot, oprot):
+        args = ackMessages_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = ackMessages_result()
+        try:
+            self._handler.ackMessages(args.queueName, args.subscriberName, args.memberID, args.upTo)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("ackMessages", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_replayDeadLetters(self, seqid, iprot, oprot):
+        args = replayDeadLetters_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = replayDeadLetters_result()
+        try:
+            result.success = self._handler.replayDeadLetters(args.queueName, args.subscriberName)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("replayDeadLetters", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
 # HELPER FUNCTIONS AND STRUCTURES
 
 
@@ -2598,11 +3108,11 @@ class messageScannerGetList_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype63, _size60) = iprot.readListBegin()
-                    for _i64 in range(_size60):
-                        _elem65 = TMessage()
-                        _elem65.read(iprot)
-                        self.success.append(_elem65)
+                    (_etype86, _size83) = iprot.readListBegin()
+                    for _i87 in range(_size83):
+                        _elem88 = TMessage()
+                        _elem88.read(iprot)
+                        self.success.append(_elem88)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -2629,8 +3139,8 @@ class messageScannerGetList_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter66 in self.success:
-                iter66.write(oprot)
+            for iter89 in self.success:
+                iter89.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -2980,11 +3490,11 @@ class putMessages_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype70, _size67) = iprot.readListBegin()
-                    for _i71 in range(_size67):
-                        _elem72 = TMessage()
-                        _elem72.read(iprot)
-                        self.tMessages.append(_elem72)
+                    (_etype93, _size90) = iprot.readListBegin()
+                    for _i94 in range(_size90):
+                        _elem95 = TMessage()
+                        _elem95.read(iprot)
+                        self.tMessages.append(_elem95)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3005,8 +3515,8 @@ class putMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 2)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter73 in self.tMessages:
-                iter73.write(oprot)
+            for iter96 in self.tMessages:
+                iter96.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3305,11 +3815,11 @@ class putMessagesWithPid_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype77, _size74) = iprot.readListBegin()
-                    for _i78 in range(_size74):
-                        _elem79 = TMessage()
-                        _elem79.read(iprot)
-                        self.tMessages.append(_elem79)
+                    (_etype100, _size97) = iprot.readListBegin()
+                    for _i101 in range(_size97):
+                        _elem102 = TMessage()
+                        _elem102.read(iprot)
+                        self.tMessages.append(_elem102)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3334,8 +3844,8 @@ class putMessagesWithPid_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter80 in self.tMessages:
-                iter80.write(oprot)
+            for iter103 in self.tMessages:
+                iter103.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -3526,10 +4036,10 @@ class getQueueLocations_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype84, _size81) = iprot.readListBegin()
-                    for _i85 in range(_size81):
-                        _elem86 = iprot.readBinary()
-                        self.success.append(_elem86)
+                    (_etype107, _size104) = iprot.readListBegin()
+                    for _i108 in range(_size104):
+                        _elem109 = iprot.readBinary()
+                        self.success.append(_elem109)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3556,8 +4066,8 @@ class getQueueLocations_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRING, len(self.success))
-            for iter87 in self.success:
-                oprot.writeBinary(iter87)
+            for iter110 in self.success:
+                oprot.writeBinary(iter110)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -3784,10 +4294,10 @@ class combinedScannerOpen_args(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.partitionIDs = []
-                    (_etype91, _size88) = iprot.readListBegin()
-                    for _i92 in range(_size88):
-                        _elem93 = iprot.readI16()
-                        self.partitionIDs.append(_elem93)
+                    (_etype114, _size111) = iprot.readListBegin()
+                    for _i115 in range(_size111):
+                        _elem116 = iprot.readI16()
+                        self.partitionIDs.append(_elem116)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -3814,8 +4324,8 @@ class combinedScannerOpen_args(object):
         if self.partitionIDs is not None:
             oprot.writeFieldBegin('partitionIDs', TType.LIST, 2)
             oprot.writeListBegin(TType.I16, len(self.partitionIDs))
-            for iter94 in self.partitionIDs:
-                oprot.writeI16(iter94)
+            for iter117 in self.partitionIDs:
+                oprot.writeI16(iter117)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.messageScan is not None:
@@ -3976,11 +4486,11 @@ class createQueue_args(object):
             elif fid == 4:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype96, _vtype97, _size95) = iprot.readMapBegin()
-                    for _i99 in range(_size95):
-                        _key100 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val101 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key100] = _val101
+                    (_ktype119, _vtype120, _size118) = iprot.readMapBegin()
+                    for _i122 in range(_size118):
+                        _key123 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val124 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key123] = _val124
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -4009,9 +4519,9 @@ class createQueue_args(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 4)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter102, viter103 in self.config.items():
-                oprot.writeString(kiter102.encode('utf-8') if sys.version_info[0] == 2 else kiter102)
-                oprot.writeString(viter103.encode('utf-8') if sys.version_info[0] == 2 else viter103)
+            for kiter125, viter126 in self.config.items():
+                oprot.writeString(kiter125.encode('utf-8') if sys.version_info[0] == 2 else kiter125)
+                oprot.writeString(viter126.encode('utf-8') if sys.version_info[0] == 2 else viter126)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -4728,11 +5238,11 @@ class listQueues_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype107, _size104) = iprot.readListBegin()
-                    for _i108 in range(_size104):
-                        _elem109 = TQueueInfo()
-                        _elem109.read(iprot)
-                        self.success.append(_elem109)
+                    (_etype130, _size127) = iprot.readListBegin()
+                    for _i131 in range(_size127):
+                        _elem132 = TQueueInfo()
+                        _elem132.read(iprot)
+                        self.success.append(_elem132)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -4759,8 +5269,8 @@ class listQueues_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter110 in self.success:
-                iter110.write(oprot)
+            for iter133 in self.success:
+                iter133.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5696,11 +6206,11 @@ class listSubscribers_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype114, _size111) = iprot.readListBegin()
-                    for _i115 in range(_size111):
-                        _elem116 = TSubscriberInfo()
-                        _elem116.read(iprot)
-                        self.success.append(_elem116)
+                    (_etype137, _size134) = iprot.readListBegin()
+                    for _i138 in range(_size134):
+                        _elem139 = TSubscriberInfo()
+                        _elem139.read(iprot)
+                        self.success.append(_elem139)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5727,8 +6237,8 @@ class listSubscribers_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter117 in self.success:
-                iter117.write(oprot)
+            for iter140 in self.success:
+                iter140.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -5800,11 +6310,11 @@ class forwardMessages_args(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.tMessages = []
-                    (_etype121, _size118) = iprot.readListBegin()
-                    for _i122 in range(_size118):
-                        _elem123 = TMessage()
-                        _elem123.read(iprot)
-                        self.tMessages.append(_elem123)
+                    (_etype144, _size141) = iprot.readListBegin()
+                    for _i145 in range(_size141):
+                        _elem146 = TMessage()
+                        _elem146.read(iprot)
+                        self.tMessages.append(_elem146)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -5829,8 +6339,8 @@ class forwardMessages_args(object):
         if self.tMessages is not None:
             oprot.writeFieldBegin('tMessages', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
-            for iter124 in self.tMessages:
-                iter124.write(oprot)
+            for iter147 in self.tMessages:
+                iter147.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -6002,11 +6512,11 @@ class listGateways_result(object):
             if fid == 0:
                 if ftype == TType.LIST:
                     self.success = []
-                    (_etype128, _size125) = iprot.readListBegin()
-                    for _i129 in range(_size125):
-                        _elem130 = TGatewayInfo()
-                        _elem130.read(iprot)
-                        self.success.append(_elem130)
+                    (_etype151, _size148) = iprot.readListBegin()
+                    for _i152 in range(_size148):
+                        _elem153 = TGatewayInfo()
+                        _elem153.read(iprot)
+                        self.success.append(_elem153)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -6033,8 +6543,8 @@ class listGateways_result(object):
         if self.success is not None:
             oprot.writeFieldBegin('success', TType.LIST, 0)
             oprot.writeListBegin(TType.STRUCT, len(self.success))
-            for iter131 in self.success:
-                iter131.write(oprot)
+            for iter154 in self.success:
+                iter154.write(oprot)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.io is not None:
@@ -6347,6 +6857,1079 @@ class authenticate_result(object):
 all_structs.append(authenticate_result)
 authenticate_result.thrift_spec = (
     None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class putMessagesReturningIds_args(object):
+    """
+    Attributes:
+     - queueName
+     - partitionID
+     - tMessages
+
+    """
+
+
+    def __init__(self, queueName=None, partitionID=None, tMessages=None,):
+        self.queueName = queueName
+        self.partitionID = partitionID
+        self.tMessages = tMessages
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.tMessages = []
+                    (_etype158, _size155) = iprot.readListBegin()
+                    for _i159 in range(_size155):
+                        _elem160 = TMessage()
+                        _elem160.read(iprot)
+                        self.tMessages.append(_elem160)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('putMessagesReturningIds_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 2)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.tMessages is not None:
+            oprot.writeFieldBegin('tMessages', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
+            for iter161 in self.tMessages:
+                iter161.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(putMessagesReturningIds_args)
+putMessagesReturningIds_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.I16, 'partitionID', None, None, ),  # 2
+    (3, TType.LIST, 'tMessages', (TType.STRUCT, [TMessage, None], False), None, ),  # 3
+)
+
+
+class putMessagesReturningIds_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype165, _size162) = iprot.readListBegin()
+                    for _i166 in range(_size162):
+                        _elem167 = TMessageID()
+                        _elem167.read(iprot)
+                        self.success.append(_elem167)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('putMessagesReturningIds_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter168 in self.success:
+                iter168.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(putMessagesReturningIds_result)
+putMessagesReturningIds_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessageID, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class findMessagesByKey_args(object):
+    """
+    Attributes:
+     - queueName
+     - key
+     - limit
+
+    """
+
+
+    def __init__(self, queueName=None, key=None, limit=None,):
+        self.queueName = queueName
+        self.key = key
+        self.limit = limit
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.key = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I32:
+                    self.limit = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('findMessagesByKey_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.key is not None:
+            oprot.writeFieldBegin('key', TType.STRING, 2)
+            oprot.writeBinary(self.key)
+            oprot.writeFieldEnd()
+        if self.limit is not None:
+            oprot.writeFieldBegin('limit', TType.I32, 3)
+            oprot.writeI32(self.limit)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(findMessagesByKey_args)
+findMessagesByKey_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'key', 'BINARY', None, ),  # 2
+    (3, TType.I32, 'limit', None, None, ),  # 3
+)
+
+
+class findMessagesByKey_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype172, _size169) = iprot.readListBegin()
+                    for _i173 in range(_size169):
+                        _elem174 = TMessage()
+                        _elem174.read(iprot)
+                        self.success.append(_elem174)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('findMessagesByKey_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter175 in self.success:
+                iter175.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(findMessagesByKey_result)
+findMessagesByKey_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessage, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class resetSubscriber_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - timestampMs
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, timestampMs=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.timestampMs = timestampMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I64:
+                    self.timestampMs = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('resetSubscriber_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.timestampMs is not None:
+            oprot.writeFieldBegin('timestampMs', TType.I64, 3)
+            oprot.writeI64(self.timestampMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(resetSubscriber_args)
+resetSubscriber_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.I64, 'timestampMs', None, None, ),  # 3
+)
+
+
+class resetSubscriber_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('resetSubscriber_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(resetSubscriber_result)
+resetSubscriber_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class pullMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - maxMessages
+     - maxWaitMs
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, maxMessages=None, maxWaitMs=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.maxMessages = maxMessages
+        self.maxWaitMs = maxWaitMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I32:
+                    self.maxMessages = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.I32:
+                    self.maxWaitMs = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('pullMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.maxMessages is not None:
+            oprot.writeFieldBegin('maxMessages', TType.I32, 4)
+            oprot.writeI32(self.maxMessages)
+            oprot.writeFieldEnd()
+        if self.maxWaitMs is not None:
+            oprot.writeFieldBegin('maxWaitMs', TType.I32, 5)
+            oprot.writeI32(self.maxWaitMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(pullMessages_args)
+pullMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.I32, 'maxMessages', None, None, ),  # 4
+    (5, TType.I32, 'maxWaitMs', None, None, ),  # 5
+)
+
+
+class pullMessages_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype179, _size176) = iprot.readListBegin()
+                    for _i180 in range(_size176):
+                        _elem181 = TMessage()
+                        _elem181.read(iprot)
+                        self.success.append(_elem181)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('pullMessages_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter182 in self.success:
+                iter182.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(pullMessages_result)
+pullMessages_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessage, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class ackMessages_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - upTo
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, upTo=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.upTo = upTo
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.upTo = []
+                    (_etype186, _size183) = iprot.readListBegin()
+                    for _i187 in range(_size183):
+                        _elem188 = TSubscribedPartition()
+                        _elem188.read(iprot)
+                        self.upTo.append(_elem188)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('ackMessages_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.upTo is not None:
+            oprot.writeFieldBegin('upTo', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRUCT, len(self.upTo))
+            for iter189 in self.upTo:
+                iter189.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(ackMessages_args)
+ackMessages_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.LIST, 'upTo', (TType.STRUCT, [TSubscribedPartition, None], False), None, ),  # 4
+)
+
+
+class ackMessages_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('ackMessages_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(ackMessages_result)
+ackMessages_result.thrift_spec = (
+    None,  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class replayDeadLetters_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('replayDeadLetters_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(replayDeadLetters_args)
+replayDeadLetters_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+)
+
+
+class replayDeadLetters_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.I64:
+                    self.success = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('replayDeadLetters_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.I64, 0)
+            oprot.writeI64(self.success)
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(replayDeadLetters_result)
+replayDeadLetters_result.thrift_spec = (
+    (0, TType.I64, 'success', None, None, ),  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )

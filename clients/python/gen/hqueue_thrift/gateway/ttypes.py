@@ -95,15 +95,19 @@ class TMessage(object):
      - partitionID
      - topic
      - value
+     - key: Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+     - properties: User properties; the gateway adds dlq.* to dead letters.
 
     """
 
 
-    def __init__(self, id=None, partitionID=None, topic=None, value=None,):
+    def __init__(self, id=None, partitionID=None, topic=None, value=None, key=None, properties=None,):
         self.id = id
         self.partitionID = partitionID
         self.topic = topic
         self.value = value
+        self.key = key
+        self.properties = properties
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -135,6 +139,22 @@ class TMessage(object):
                     self.value = iprot.readBinary()
                 else:
                     iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.STRING:
+                    self.key = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.MAP:
+                    self.properties = {}
+                    (_ktype1, _vtype2, _size0) = iprot.readMapBegin()
+                    for _i4 in range(_size0):
+                        _key5 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val6 = iprot.readBinary()
+                        self.properties[_key5] = _val6
+                    iprot.readMapEnd()
+                else:
+                    iprot.skip(ftype)
             else:
                 iprot.skip(ftype)
             iprot.readFieldEnd()
@@ -160,6 +180,18 @@ class TMessage(object):
         if self.value is not None:
             oprot.writeFieldBegin('value', TType.STRING, 4)
             oprot.writeBinary(self.value)
+            oprot.writeFieldEnd()
+        if self.key is not None:
+            oprot.writeFieldBegin('key', TType.STRING, 5)
+            oprot.writeBinary(self.key)
+            oprot.writeFieldEnd()
+        if self.properties is not None:
+            oprot.writeFieldBegin('properties', TType.MAP, 6)
+            oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.properties))
+            for kiter7, viter8 in self.properties.items():
+                oprot.writeString(kiter7.encode('utf-8') if sys.version_info[0] == 2 else kiter7)
+                oprot.writeBinary(viter8)
+            oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -226,10 +258,10 @@ class TMessageScan(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.topics = []
-                    (_etype3, _size0) = iprot.readListBegin()
-                    for _i4 in range(_size0):
-                        _elem5 = iprot.readBinary()
-                        self.topics.append(_elem5)
+                    (_etype12, _size9) = iprot.readListBegin()
+                    for _i13 in range(_size9):
+                        _elem14 = iprot.readBinary()
+                        self.topics.append(_elem14)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
@@ -264,8 +296,8 @@ class TMessageScan(object):
         if self.topics is not None:
             oprot.writeFieldBegin('topics', TType.LIST, 3)
             oprot.writeListBegin(TType.STRING, len(self.topics))
-            for iter6 in self.topics:
-                oprot.writeBinary(iter6)
+            for iter15 in self.topics:
+                oprot.writeBinary(iter15)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.reversed is not None:
@@ -345,11 +377,11 @@ class TQueueInfo(object):
             elif fid == 5:
                 if ftype == TType.MAP:
                     self.config = {}
-                    (_ktype8, _vtype9, _size7) = iprot.readMapBegin()
-                    for _i11 in range(_size7):
-                        _key12 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        _val13 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
-                        self.config[_key12] = _val13
+                    (_ktype17, _vtype18, _size16) = iprot.readMapBegin()
+                    for _i20 in range(_size16):
+                        _key21 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        _val22 = iprot.readString().decode('utf-8', errors='replace') if sys.version_info[0] == 2 else iprot.readString()
+                        self.config[_key21] = _val22
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -382,9 +414,9 @@ class TQueueInfo(object):
         if self.config is not None:
             oprot.writeFieldBegin('config', TType.MAP, 5)
             oprot.writeMapBegin(TType.STRING, TType.STRING, len(self.config))
-            for kiter14, viter15 in self.config.items():
-                oprot.writeString(kiter14.encode('utf-8') if sys.version_info[0] == 2 else kiter14)
-                oprot.writeString(viter15.encode('utf-8') if sys.version_info[0] == 2 else viter15)
+            for kiter23, viter24 in self.config.items():
+                oprot.writeString(kiter23.encode('utf-8') if sys.version_info[0] == 2 else kiter23)
+                oprot.writeString(viter24.encode('utf-8') if sys.version_info[0] == 2 else viter24)
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
@@ -626,6 +658,179 @@ class TSubscribedPartition(object):
         return not (self == other)
 
 
+class TRetryPolicy(object):
+    """
+    How a push subscriber's failed deliveries are retried: a failed batch again after
+    firstBackoffMs, doubling up to maxBackoffMs, then one message at a time; a message that failed
+    maxAttempts times goes to the dead-letter queue <queue>.dlq.<subscriber> and delivery goes on.
+    Defaults: 16 attempts, 100 ms, 10000 ms. maxAttempts 0 = retry forever (never dead-letter).
+
+    Attributes:
+     - maxAttempts
+     - firstBackoffMs
+     - maxBackoffMs
+
+    """
+
+
+    def __init__(self, maxAttempts=None, firstBackoffMs=None, maxBackoffMs=None,):
+        self.maxAttempts = maxAttempts
+        self.firstBackoffMs = firstBackoffMs
+        self.maxBackoffMs = maxBackoffMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.I32:
+                    self.maxAttempts = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I32:
+                    self.firstBackoffMs = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.I32:
+                    self.maxBackoffMs = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TRetryPolicy')
+        if self.maxAttempts is not None:
+            oprot.writeFieldBegin('maxAttempts', TType.I32, 1)
+            oprot.writeI32(self.maxAttempts)
+            oprot.writeFieldEnd()
+        if self.firstBackoffMs is not None:
+            oprot.writeFieldBegin('firstBackoffMs', TType.I32, 2)
+            oprot.writeI32(self.firstBackoffMs)
+            oprot.writeFieldEnd()
+        if self.maxBackoffMs is not None:
+            oprot.writeFieldBegin('maxBackoffMs', TType.I32, 3)
+            oprot.writeI32(self.maxBackoffMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
+class TGroupMember(object):
+    """
+    A member of a consumer group (a shared subscriber) and the partitions it has now.
+
+    Attributes:
+     - memberID
+     - address: host:port of a push member; unset for a pull member.
+     - partitions
+
+    """
+
+
+    def __init__(self, memberID=None, address=None, partitions=None,):
+        self.memberID = memberID
+        self.address = address
+        self.partitions = partitions
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.address = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.partitions = []
+                    (_etype28, _size25) = iprot.readListBegin()
+                    for _i29 in range(_size25):
+                        _elem30 = iprot.readI16()
+                        self.partitions.append(_elem30)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('TGroupMember')
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 1)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.address is not None:
+            oprot.writeFieldBegin('address', TType.STRING, 2)
+            oprot.writeBinary(self.address)
+            oprot.writeFieldEnd()
+        if self.partitions is not None:
+            oprot.writeFieldBegin('partitions', TType.LIST, 3)
+            oprot.writeListBegin(TType.I16, len(self.partitions))
+            for iter31 in self.partitions:
+                oprot.writeI16(iter31)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+
+
 class TSubscription(object):
     """
     What a subscriber wants: no topics = every topic, no partitions = every partition. A partition
@@ -636,14 +841,20 @@ class TSubscription(object):
      - name
      - topics
      - partitions
+     - retryPolicy
+     - maxBatchMessages: At most this many messages per consumeMessages call (default: the gateway's).
+     - shared: A consumer group: every process subscribing under this name shares the partitions.
 
     """
 
 
-    def __init__(self, name=None, topics=None, partitions=None,):
+    def __init__(self, name=None, topics=None, partitions=None, retryPolicy=None, maxBatchMessages=None, shared=None,):
         self.name = name
         self.topics = topics
         self.partitions = partitions
+        self.retryPolicy = retryPolicy
+        self.maxBatchMessages = maxBatchMessages
+        self.shared = shared
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -662,22 +873,38 @@ class TSubscription(object):
             elif fid == 2:
                 if ftype == TType.LIST:
                     self.topics = []
-                    (_etype19, _size16) = iprot.readListBegin()
-                    for _i20 in range(_size16):
-                        _elem21 = iprot.readBinary()
-                        self.topics.append(_elem21)
+                    (_etype35, _size32) = iprot.readListBegin()
+                    for _i36 in range(_size32):
+                        _elem37 = iprot.readBinary()
+                        self.topics.append(_elem37)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.partitions = []
-                    (_etype25, _size22) = iprot.readListBegin()
-                    for _i26 in range(_size22):
-                        _elem27 = TSubscribedPartition()
-                        _elem27.read(iprot)
-                        self.partitions.append(_elem27)
+                    (_etype41, _size38) = iprot.readListBegin()
+                    for _i42 in range(_size38):
+                        _elem43 = TSubscribedPartition()
+                        _elem43.read(iprot)
+                        self.partitions.append(_elem43)
                     iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.STRUCT:
+                    self.retryPolicy = TRetryPolicy()
+                    self.retryPolicy.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.I32:
+                    self.maxBatchMessages = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.BOOL:
+                    self.shared = iprot.readBool()
                 else:
                     iprot.skip(ftype)
             else:
@@ -697,16 +924,28 @@ class TSubscription(object):
         if self.topics is not None:
             oprot.writeFieldBegin('topics', TType.LIST, 2)
             oprot.writeListBegin(TType.STRING, len(self.topics))
-            for iter28 in self.topics:
-                oprot.writeBinary(iter28)
+            for iter44 in self.topics:
+                oprot.writeBinary(iter44)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.partitions is not None:
             oprot.writeFieldBegin('partitions', TType.LIST, 3)
             oprot.writeListBegin(TType.STRUCT, len(self.partitions))
-            for iter29 in self.partitions:
-                iter29.write(oprot)
+            for iter45 in self.partitions:
+                iter45.write(oprot)
             oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.retryPolicy is not None:
+            oprot.writeFieldBegin('retryPolicy', TType.STRUCT, 4)
+            self.retryPolicy.write(oprot)
+            oprot.writeFieldEnd()
+        if self.maxBatchMessages is not None:
+            oprot.writeFieldBegin('maxBatchMessages', TType.I32, 5)
+            oprot.writeI32(self.maxBatchMessages)
+            oprot.writeFieldEnd()
+        if self.shared is not None:
+            oprot.writeFieldBegin('shared', TType.BOOL, 6)
+            oprot.writeBool(self.shared)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -851,15 +1090,23 @@ class TSubscriberInfo(object):
      - address
      - topics
      - partitions
+     - members: The live members of a shared subscriber (or the one live registration) and their partitions.
+     - deadLetters: Messages in the subscriber's dead-letter queue.
+     - shared
+     - retryPolicy
 
     """
 
 
-    def __init__(self, name=None, address=None, topics=None, partitions=None,):
+    def __init__(self, name=None, address=None, topics=None, partitions=None, members=None, deadLetters=None, shared=None, retryPolicy=None,):
         self.name = name
         self.address = address
         self.topics = topics
         self.partitions = partitions
+        self.members = members
+        self.deadLetters = deadLetters
+        self.shared = shared
+        self.retryPolicy = retryPolicy
 
     def read(self, iprot):
         if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
@@ -883,22 +1130,49 @@ class TSubscriberInfo(object):
             elif fid == 3:
                 if ftype == TType.LIST:
                     self.topics = []
-                    (_etype33, _size30) = iprot.readListBegin()
-                    for _i34 in range(_size30):
-                        _elem35 = iprot.readBinary()
-                        self.topics.append(_elem35)
+                    (_etype49, _size46) = iprot.readListBegin()
+                    for _i50 in range(_size46):
+                        _elem51 = iprot.readBinary()
+                        self.topics.append(_elem51)
                     iprot.readListEnd()
                 else:
                     iprot.skip(ftype)
             elif fid == 4:
                 if ftype == TType.LIST:
                     self.partitions = []
-                    (_etype39, _size36) = iprot.readListBegin()
-                    for _i40 in range(_size36):
-                        _elem41 = TPartitionProgress()
-                        _elem41.read(iprot)
-                        self.partitions.append(_elem41)
+                    (_etype55, _size52) = iprot.readListBegin()
+                    for _i56 in range(_size52):
+                        _elem57 = TPartitionProgress()
+                        _elem57.read(iprot)
+                        self.partitions.append(_elem57)
                     iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.LIST:
+                    self.members = []
+                    (_etype61, _size58) = iprot.readListBegin()
+                    for _i62 in range(_size58):
+                        _elem63 = TGroupMember()
+                        _elem63.read(iprot)
+                        self.members.append(_elem63)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 6:
+                if ftype == TType.I64:
+                    self.deadLetters = iprot.readI64()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 7:
+                if ftype == TType.BOOL:
+                    self.shared = iprot.readBool()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 8:
+                if ftype == TType.STRUCT:
+                    self.retryPolicy = TRetryPolicy()
+                    self.retryPolicy.read(iprot)
                 else:
                     iprot.skip(ftype)
             else:
@@ -922,16 +1196,35 @@ class TSubscriberInfo(object):
         if self.topics is not None:
             oprot.writeFieldBegin('topics', TType.LIST, 3)
             oprot.writeListBegin(TType.STRING, len(self.topics))
-            for iter42 in self.topics:
-                oprot.writeBinary(iter42)
+            for iter64 in self.topics:
+                oprot.writeBinary(iter64)
             oprot.writeListEnd()
             oprot.writeFieldEnd()
         if self.partitions is not None:
             oprot.writeFieldBegin('partitions', TType.LIST, 4)
             oprot.writeListBegin(TType.STRUCT, len(self.partitions))
-            for iter43 in self.partitions:
-                iter43.write(oprot)
+            for iter65 in self.partitions:
+                iter65.write(oprot)
             oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.members is not None:
+            oprot.writeFieldBegin('members', TType.LIST, 5)
+            oprot.writeListBegin(TType.STRUCT, len(self.members))
+            for iter66 in self.members:
+                iter66.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.deadLetters is not None:
+            oprot.writeFieldBegin('deadLetters', TType.I64, 6)
+            oprot.writeI64(self.deadLetters)
+            oprot.writeFieldEnd()
+        if self.shared is not None:
+            oprot.writeFieldBegin('shared', TType.BOOL, 7)
+            oprot.writeBool(self.shared)
+            oprot.writeFieldEnd()
+        if self.retryPolicy is not None:
+            oprot.writeFieldBegin('retryPolicy', TType.STRUCT, 8)
+            self.retryPolicy.write(oprot)
             oprot.writeFieldEnd()
         oprot.writeFieldStop()
         oprot.writeStructEnd()
@@ -1011,16 +1304,16 @@ class TGatewayInfo(object):
             elif fid == 6:
                 if ftype == TType.MAP:
                     self.partitions = {}
-                    (_ktype45, _vtype46, _size44) = iprot.readMapBegin()
-                    for _i48 in range(_size44):
-                        _key49 = iprot.readBinary()
-                        _val50 = []
-                        (_etype54, _size51) = iprot.readListBegin()
-                        for _i55 in range(_size51):
-                            _elem56 = iprot.readI16()
-                            _val50.append(_elem56)
+                    (_ktype68, _vtype69, _size67) = iprot.readMapBegin()
+                    for _i71 in range(_size67):
+                        _key72 = iprot.readBinary()
+                        _val73 = []
+                        (_etype77, _size74) = iprot.readListBegin()
+                        for _i78 in range(_size74):
+                            _elem79 = iprot.readI16()
+                            _val73.append(_elem79)
                         iprot.readListEnd()
-                        self.partitions[_key49] = _val50
+                        self.partitions[_key72] = _val73
                     iprot.readMapEnd()
                 else:
                     iprot.skip(ftype)
@@ -1057,11 +1350,11 @@ class TGatewayInfo(object):
         if self.partitions is not None:
             oprot.writeFieldBegin('partitions', TType.MAP, 6)
             oprot.writeMapBegin(TType.STRING, TType.LIST, len(self.partitions))
-            for kiter57, viter58 in self.partitions.items():
-                oprot.writeBinary(kiter57)
-                oprot.writeListBegin(TType.I16, len(viter58))
-                for iter59 in viter58:
-                    oprot.writeI16(iter59)
+            for kiter80, viter81 in self.partitions.items():
+                oprot.writeBinary(kiter80)
+                oprot.writeListBegin(TType.I16, len(viter81))
+                for iter82 in viter81:
+                    oprot.writeI16(iter82)
                 oprot.writeListEnd()
             oprot.writeMapEnd()
             oprot.writeFieldEnd()
@@ -1094,6 +1387,8 @@ TMessage.thrift_spec = (
     (2, TType.I16, 'partitionID', None, None, ),  # 2
     (3, TType.STRING, 'topic', 'BINARY', None, ),  # 3
     (4, TType.STRING, 'value', 'BINARY', None, ),  # 4
+    (5, TType.STRING, 'key', 'BINARY', None, ),  # 5
+    (6, TType.MAP, 'properties', (TType.STRING, 'UTF8', TType.STRING, 'BINARY', False), None, ),  # 6
 )
 all_structs.append(TMessageScan)
 TMessageScan.thrift_spec = (
@@ -1129,12 +1424,29 @@ TSubscribedPartition.thrift_spec = (
     (1, TType.I16, 'partitionID', None, None, ),  # 1
     (2, TType.STRUCT, 'startMessageID', [TMessageID, None], None, ),  # 2
 )
+all_structs.append(TRetryPolicy)
+TRetryPolicy.thrift_spec = (
+    None,  # 0
+    (1, TType.I32, 'maxAttempts', None, None, ),  # 1
+    (2, TType.I32, 'firstBackoffMs', None, None, ),  # 2
+    (3, TType.I32, 'maxBackoffMs', None, None, ),  # 3
+)
+all_structs.append(TGroupMember)
+TGroupMember.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'memberID', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'address', 'BINARY', None, ),  # 2
+    (3, TType.LIST, 'partitions', (TType.I16, None, False), None, ),  # 3
+)
 all_structs.append(TSubscription)
 TSubscription.thrift_spec = (
     None,  # 0
     (1, TType.STRING, 'name', 'BINARY', None, ),  # 1
     (2, TType.LIST, 'topics', (TType.STRING, 'BINARY', False), None, ),  # 2
     (3, TType.LIST, 'partitions', (TType.STRUCT, [TSubscribedPartition, None], False), None, ),  # 3
+    (4, TType.STRUCT, 'retryPolicy', [TRetryPolicy, None], None, ),  # 4
+    (5, TType.I32, 'maxBatchMessages', None, None, ),  # 5
+    (6, TType.BOOL, 'shared', None, None, ),  # 6
 )
 all_structs.append(TPartitionProgress)
 TPartitionProgress.thrift_spec = (
@@ -1153,6 +1465,10 @@ TSubscriberInfo.thrift_spec = (
     (2, TType.STRING, 'address', 'BINARY', None, ),  # 2
     (3, TType.LIST, 'topics', (TType.STRING, 'BINARY', False), None, ),  # 3
     (4, TType.LIST, 'partitions', (TType.STRUCT, [TPartitionProgress, None], False), None, ),  # 4
+    (5, TType.LIST, 'members', (TType.STRUCT, [TGroupMember, None], False), None, ),  # 5
+    (6, TType.I64, 'deadLetters', None, None, ),  # 6
+    (7, TType.BOOL, 'shared', None, None, ),  # 7
+    (8, TType.STRUCT, 'retryPolicy', [TRetryPolicy, None], None, ),  # 8
 )
 all_structs.append(TGatewayInfo)
 TGatewayInfo.thrift_spec = (

@@ -188,6 +188,64 @@ public class HQueueService {
      */
     public void authenticate(java.nio.ByteBuffer token) throws IOError, IllegalArgument, org.apache.thrift.TException;
 
+    /**
+     * Like putMessagesWithPid, returning the assigned ids in order (partitionID -1: the gateway picks).
+     * 
+     * @param queueName
+     * @param partitionID
+     * @param tMessages
+     */
+    public java.util.List<TMessageID> putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Messages put with this key, newest first, from every partition, within the queue's TTL.
+     * 
+     * @param queueName
+     * @param key
+     * @param limit
+     */
+    public java.util.List<TMessage> findMessagesByKey(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Moves every partition's checkpoint to just before the first message at or after
+     * timestampMs (forwards or backwards); live workers continue from there at once.
+     * 
+     * @param queueName
+     * @param subscriberName
+     * @param timestampMs
+     */
+    public void resetSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Long poll: messages of the partitions assigned to memberID, as soon as there are any, else
+     * an empty list after maxWaitMs. A pull joins or renews the member.
+     * 
+     * @param queueName
+     * @param subscriberName
+     * @param memberID
+     * @param maxMessages
+     * @param maxWaitMs
+     */
+    public java.util.List<TMessage> pullMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Commits checkpoints up to and including each partition's startMessageID.
+     * 
+     * @param queueName
+     * @param subscriberName
+     * @param memberID
+     * @param upTo
+     */
+    public void ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count.
+     * 
+     * @param queueName
+     * @param subscriberName
+     */
+    public long replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
   }
 
   public interface AsyncIface {
@@ -245,6 +303,18 @@ public class HQueueService {
     public void balanceCluster(int maxMoves, org.apache.thrift.async.AsyncMethodCallback<java.lang.Integer> resultHandler) throws org.apache.thrift.TException;
 
     public void authenticate(java.nio.ByteBuffer token, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
+
+    public void putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException;
+
+    public void findMessagesByKey(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException;
+
+    public void resetSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
+
+    public void pullMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException;
+
+    public void ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
+
+    public void replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler) throws org.apache.thrift.TException;
 
   }
 
@@ -1057,6 +1127,194 @@ public class HQueueService {
         throw result.ia;
       }
       return;
+    }
+
+    @Override
+    public java.util.List<TMessageID> putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_putMessagesReturningIds(queueName, partitionID, tMessages);
+      return recv_putMessagesReturningIds();
+    }
+
+    public void send_putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws org.apache.thrift.TException
+    {
+      putMessagesReturningIds_args args = new putMessagesReturningIds_args();
+      args.setQueueName(queueName);
+      args.setPartitionID(partitionID);
+      args.setTMessages(tMessages);
+      sendBase("putMessagesReturningIds", args);
+    }
+
+    public java.util.List<TMessageID> recv_putMessagesReturningIds() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      putMessagesReturningIds_result result = new putMessagesReturningIds_result();
+      receiveBase(result, "putMessagesReturningIds");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "putMessagesReturningIds failed: unknown result");
+    }
+
+    @Override
+    public java.util.List<TMessage> findMessagesByKey(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_findMessagesByKey(queueName, key, limit);
+      return recv_findMessagesByKey();
+    }
+
+    public void send_findMessagesByKey(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit) throws org.apache.thrift.TException
+    {
+      findMessagesByKey_args args = new findMessagesByKey_args();
+      args.setQueueName(queueName);
+      args.setKey(key);
+      args.setLimit(limit);
+      sendBase("findMessagesByKey", args);
+    }
+
+    public java.util.List<TMessage> recv_findMessagesByKey() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      findMessagesByKey_result result = new findMessagesByKey_result();
+      receiveBase(result, "findMessagesByKey");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "findMessagesByKey failed: unknown result");
+    }
+
+    @Override
+    public void resetSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_resetSubscriber(queueName, subscriberName, timestampMs);
+      recv_resetSubscriber();
+    }
+
+    public void send_resetSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs) throws org.apache.thrift.TException
+    {
+      resetSubscriber_args args = new resetSubscriber_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      args.setTimestampMs(timestampMs);
+      sendBase("resetSubscriber", args);
+    }
+
+    public void recv_resetSubscriber() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      resetSubscriber_result result = new resetSubscriber_result();
+      receiveBase(result, "resetSubscriber");
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      return;
+    }
+
+    @Override
+    public java.util.List<TMessage> pullMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_pullMessages(queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+      return recv_pullMessages();
+    }
+
+    public void send_pullMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws org.apache.thrift.TException
+    {
+      pullMessages_args args = new pullMessages_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      args.setMemberID(memberID);
+      args.setMaxMessages(maxMessages);
+      args.setMaxWaitMs(maxWaitMs);
+      sendBase("pullMessages", args);
+    }
+
+    public java.util.List<TMessage> recv_pullMessages() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      pullMessages_result result = new pullMessages_result();
+      receiveBase(result, "pullMessages");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "pullMessages failed: unknown result");
+    }
+
+    @Override
+    public void ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_ackMessages(queueName, subscriberName, memberID, upTo);
+      recv_ackMessages();
+    }
+
+    public void send_ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws org.apache.thrift.TException
+    {
+      ackMessages_args args = new ackMessages_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      args.setMemberID(memberID);
+      args.setUpTo(upTo);
+      sendBase("ackMessages", args);
+    }
+
+    public void recv_ackMessages() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      ackMessages_result result = new ackMessages_result();
+      receiveBase(result, "ackMessages");
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      return;
+    }
+
+    @Override
+    public long replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_replayDeadLetters(queueName, subscriberName);
+      return recv_replayDeadLetters();
+    }
+
+    public void send_replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName) throws org.apache.thrift.TException
+    {
+      replayDeadLetters_args args = new replayDeadLetters_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      sendBase("replayDeadLetters", args);
+    }
+
+    public long recv_replayDeadLetters() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      replayDeadLetters_result result = new replayDeadLetters_result();
+      receiveBase(result, "replayDeadLetters");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "replayDeadLetters failed: unknown result");
     }
 
   }
@@ -2110,6 +2368,260 @@ public class HQueueService {
       }
     }
 
+    @Override
+    public void putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      putMessagesReturningIds_call method_call = new putMessagesReturningIds_call(queueName, partitionID, tMessages, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class putMessagesReturningIds_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TMessageID>> {
+      private java.nio.ByteBuffer queueName;
+      private short partitionID;
+      private java.util.List<TMessage> tMessages;
+      public putMessagesReturningIds_call(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.partitionID = partitionID;
+        this.tMessages = tMessages;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("putMessagesReturningIds", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        putMessagesReturningIds_args args = new putMessagesReturningIds_args();
+        args.setQueueName(queueName);
+        args.setPartitionID(partitionID);
+        args.setTMessages(tMessages);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TMessageID> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_putMessagesReturningIds();
+      }
+    }
+
+    @Override
+    public void findMessagesByKey(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      findMessagesByKey_call method_call = new findMessagesByKey_call(queueName, key, limit, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class findMessagesByKey_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TMessage>> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer key;
+      private int limit;
+      public findMessagesByKey_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer key, int limit, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.key = key;
+        this.limit = limit;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("findMessagesByKey", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        findMessagesByKey_args args = new findMessagesByKey_args();
+        args.setQueueName(queueName);
+        args.setKey(key);
+        args.setLimit(limit);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TMessage> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_findMessagesByKey();
+      }
+    }
+
+    @Override
+    public void resetSubscriber(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      resetSubscriber_call method_call = new resetSubscriber_call(queueName, subscriberName, timestampMs, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class resetSubscriber_call extends org.apache.thrift.async.TAsyncMethodCall<Void> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      private long timestampMs;
+      public resetSubscriber_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, long timestampMs, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+        this.timestampMs = timestampMs;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("resetSubscriber", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        resetSubscriber_args args = new resetSubscriber_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.setTimestampMs(timestampMs);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public Void getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        (new Client(prot)).recv_resetSubscriber();
+        return null;
+      }
+    }
+
+    @Override
+    public void pullMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      pullMessages_call method_call = new pullMessages_call(queueName, subscriberName, memberID, maxMessages, maxWaitMs, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class pullMessages_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TMessage>> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      private java.nio.ByteBuffer memberID;
+      private int maxMessages;
+      private int maxWaitMs;
+      public pullMessages_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+        this.memberID = memberID;
+        this.maxMessages = maxMessages;
+        this.maxWaitMs = maxWaitMs;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("pullMessages", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        pullMessages_args args = new pullMessages_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.setMemberID(memberID);
+        args.setMaxMessages(maxMessages);
+        args.setMaxWaitMs(maxWaitMs);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TMessage> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_pullMessages();
+      }
+    }
+
+    @Override
+    public void ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      ackMessages_call method_call = new ackMessages_call(queueName, subscriberName, memberID, upTo, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class ackMessages_call extends org.apache.thrift.async.TAsyncMethodCall<Void> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      private java.nio.ByteBuffer memberID;
+      private java.util.List<TSubscribedPartition> upTo;
+      public ackMessages_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+        this.memberID = memberID;
+        this.upTo = upTo;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("ackMessages", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        ackMessages_args args = new ackMessages_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.setMemberID(memberID);
+        args.setUpTo(upTo);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public Void getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        (new Client(prot)).recv_ackMessages();
+        return null;
+      }
+    }
+
+    @Override
+    public void replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      replayDeadLetters_call method_call = new replayDeadLetters_call(queueName, subscriberName, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class replayDeadLetters_call extends org.apache.thrift.async.TAsyncMethodCall<java.lang.Long> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      public replayDeadLetters_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("replayDeadLetters", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        replayDeadLetters_args args = new replayDeadLetters_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.lang.Long getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_replayDeadLetters();
+      }
+    }
+
   }
 
   public static class Processor<I extends Iface> extends org.apache.thrift.TBaseProcessor<I> implements org.apache.thrift.TProcessor {
@@ -2150,6 +2662,12 @@ public class HQueueService {
       processMap.put("listGateways", new listGateways());
       processMap.put("balanceCluster", new balanceCluster());
       processMap.put("authenticate", new authenticate());
+      processMap.put("putMessagesReturningIds", new putMessagesReturningIds());
+      processMap.put("findMessagesByKey", new findMessagesByKey());
+      processMap.put("resetSubscriber", new resetSubscriber());
+      processMap.put("pullMessages", new pullMessages());
+      processMap.put("ackMessages", new ackMessages());
+      processMap.put("replayDeadLetters", new replayDeadLetters());
       return processMap;
     }
 
@@ -3077,6 +3595,211 @@ public class HQueueService {
       }
     }
 
+    public static class putMessagesReturningIds<I extends Iface> extends org.apache.thrift.ProcessFunction<I, putMessagesReturningIds_args> {
+      public putMessagesReturningIds() {
+        super("putMessagesReturningIds");
+      }
+
+      @Override
+      public putMessagesReturningIds_args getEmptyArgsInstance() {
+        return new putMessagesReturningIds_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public putMessagesReturningIds_result getResult(I iface, putMessagesReturningIds_args args) throws org.apache.thrift.TException {
+        putMessagesReturningIds_result result = new putMessagesReturningIds_result();
+        try {
+          result.success = iface.putMessagesReturningIds(args.queueName, args.partitionID, args.tMessages);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class findMessagesByKey<I extends Iface> extends org.apache.thrift.ProcessFunction<I, findMessagesByKey_args> {
+      public findMessagesByKey() {
+        super("findMessagesByKey");
+      }
+
+      @Override
+      public findMessagesByKey_args getEmptyArgsInstance() {
+        return new findMessagesByKey_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public findMessagesByKey_result getResult(I iface, findMessagesByKey_args args) throws org.apache.thrift.TException {
+        findMessagesByKey_result result = new findMessagesByKey_result();
+        try {
+          result.success = iface.findMessagesByKey(args.queueName, args.key, args.limit);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class resetSubscriber<I extends Iface> extends org.apache.thrift.ProcessFunction<I, resetSubscriber_args> {
+      public resetSubscriber() {
+        super("resetSubscriber");
+      }
+
+      @Override
+      public resetSubscriber_args getEmptyArgsInstance() {
+        return new resetSubscriber_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public resetSubscriber_result getResult(I iface, resetSubscriber_args args) throws org.apache.thrift.TException {
+        resetSubscriber_result result = new resetSubscriber_result();
+        try {
+          iface.resetSubscriber(args.queueName, args.subscriberName, args.timestampMs);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class pullMessages<I extends Iface> extends org.apache.thrift.ProcessFunction<I, pullMessages_args> {
+      public pullMessages() {
+        super("pullMessages");
+      }
+
+      @Override
+      public pullMessages_args getEmptyArgsInstance() {
+        return new pullMessages_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public pullMessages_result getResult(I iface, pullMessages_args args) throws org.apache.thrift.TException {
+        pullMessages_result result = new pullMessages_result();
+        try {
+          result.success = iface.pullMessages(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class ackMessages<I extends Iface> extends org.apache.thrift.ProcessFunction<I, ackMessages_args> {
+      public ackMessages() {
+        super("ackMessages");
+      }
+
+      @Override
+      public ackMessages_args getEmptyArgsInstance() {
+        return new ackMessages_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public ackMessages_result getResult(I iface, ackMessages_args args) throws org.apache.thrift.TException {
+        ackMessages_result result = new ackMessages_result();
+        try {
+          iface.ackMessages(args.queueName, args.subscriberName, args.memberID, args.upTo);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class replayDeadLetters<I extends Iface> extends org.apache.thrift.ProcessFunction<I, replayDeadLetters_args> {
+      public replayDeadLetters() {
+        super("replayDeadLetters");
+      }
+
+      @Override
+      public replayDeadLetters_args getEmptyArgsInstance() {
+        return new replayDeadLetters_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public replayDeadLetters_result getResult(I iface, replayDeadLetters_args args) throws org.apache.thrift.TException {
+        replayDeadLetters_result result = new replayDeadLetters_result();
+        try {
+          result.success = iface.replayDeadLetters(args.queueName, args.subscriberName);
+          result.setSuccessIsSet(true);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
   }
 
   public static class AsyncProcessor<I extends AsyncIface> extends org.apache.thrift.TBaseAsyncProcessor<I> {
@@ -3117,6 +3840,12 @@ public class HQueueService {
       processMap.put("listGateways", new listGateways());
       processMap.put("balanceCluster", new balanceCluster());
       processMap.put("authenticate", new authenticate());
+      processMap.put("putMessagesReturningIds", new putMessagesReturningIds());
+      processMap.put("findMessagesByKey", new findMessagesByKey());
+      processMap.put("resetSubscriber", new resetSubscriber());
+      processMap.put("pullMessages", new pullMessages());
+      processMap.put("ackMessages", new ackMessages());
+      processMap.put("replayDeadLetters", new replayDeadLetters());
       return processMap;
     }
 
@@ -5133,6 +5862,455 @@ public class HQueueService {
       @Override
       public void start(I iface, authenticate_args args, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
         iface.authenticate(args.token,resultHandler);
+      }
+    }
+
+    public static class putMessagesReturningIds<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, putMessagesReturningIds_args, java.util.List<TMessageID>> {
+      public putMessagesReturningIds() {
+        super("putMessagesReturningIds");
+      }
+
+      @Override
+      public putMessagesReturningIds_args getEmptyArgsInstance() {
+        return new putMessagesReturningIds_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>>() { 
+          @Override
+          public void onComplete(java.util.List<TMessageID> o) {
+            putMessagesReturningIds_result result = new putMessagesReturningIds_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            putMessagesReturningIds_result result = new putMessagesReturningIds_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, putMessagesReturningIds_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException {
+        iface.putMessagesReturningIds(args.queueName, args.partitionID, args.tMessages,resultHandler);
+      }
+    }
+
+    public static class findMessagesByKey<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, findMessagesByKey_args, java.util.List<TMessage>> {
+      public findMessagesByKey() {
+        super("findMessagesByKey");
+      }
+
+      @Override
+      public findMessagesByKey_args getEmptyArgsInstance() {
+        return new findMessagesByKey_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>>() { 
+          @Override
+          public void onComplete(java.util.List<TMessage> o) {
+            findMessagesByKey_result result = new findMessagesByKey_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            findMessagesByKey_result result = new findMessagesByKey_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, findMessagesByKey_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+        iface.findMessagesByKey(args.queueName, args.key, args.limit,resultHandler);
+      }
+    }
+
+    public static class resetSubscriber<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, resetSubscriber_args, Void> {
+      public resetSubscriber() {
+        super("resetSubscriber");
+      }
+
+      @Override
+      public resetSubscriber_args getEmptyArgsInstance() {
+        return new resetSubscriber_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<Void> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<Void>() { 
+          @Override
+          public void onComplete(Void o) {
+            resetSubscriber_result result = new resetSubscriber_result();
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            resetSubscriber_result result = new resetSubscriber_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, resetSubscriber_args args, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+        iface.resetSubscriber(args.queueName, args.subscriberName, args.timestampMs,resultHandler);
+      }
+    }
+
+    public static class pullMessages<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, pullMessages_args, java.util.List<TMessage>> {
+      public pullMessages() {
+        super("pullMessages");
+      }
+
+      @Override
+      public pullMessages_args getEmptyArgsInstance() {
+        return new pullMessages_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>>() { 
+          @Override
+          public void onComplete(java.util.List<TMessage> o) {
+            pullMessages_result result = new pullMessages_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            pullMessages_result result = new pullMessages_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, pullMessages_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+        iface.pullMessages(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs,resultHandler);
+      }
+    }
+
+    public static class ackMessages<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, ackMessages_args, Void> {
+      public ackMessages() {
+        super("ackMessages");
+      }
+
+      @Override
+      public ackMessages_args getEmptyArgsInstance() {
+        return new ackMessages_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<Void> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<Void>() { 
+          @Override
+          public void onComplete(Void o) {
+            ackMessages_result result = new ackMessages_result();
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            ackMessages_result result = new ackMessages_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, ackMessages_args args, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+        iface.ackMessages(args.queueName, args.subscriberName, args.memberID, args.upTo,resultHandler);
+      }
+    }
+
+    public static class replayDeadLetters<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, replayDeadLetters_args, java.lang.Long> {
+      public replayDeadLetters() {
+        super("replayDeadLetters");
+      }
+
+      @Override
+      public replayDeadLetters_args getEmptyArgsInstance() {
+        return new replayDeadLetters_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.lang.Long>() { 
+          @Override
+          public void onComplete(java.lang.Long o) {
+            replayDeadLetters_result result = new replayDeadLetters_result();
+            result.success = o;
+            result.setSuccessIsSet(true);
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            replayDeadLetters_result result = new replayDeadLetters_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, replayDeadLetters_args args, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler) throws org.apache.thrift.TException {
+        iface.replayDeadLetters(args.queueName, args.subscriberName,resultHandler);
       }
     }
 
@@ -8263,14 +9441,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list68 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TMessage>(_list68.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem69;
-                  for (int _i70 = 0; _i70 < _list68.size; ++_i70)
+                  org.apache.thrift.protocol.TList _list94 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list94.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem95;
+                  for (int _i96 = 0; _i96 < _list94.size; ++_i96)
                   {
-                    _elem69 = new TMessage();
-                    _elem69.read(iprot);
-                    struct.success.add(_elem69);
+                    _elem95 = new TMessage();
+                    _elem95.read(iprot);
+                    struct.success.add(_elem95);
                   }
                   iprot.readListEnd();
                 }
@@ -8317,9 +9495,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TMessage _iter71 : struct.success)
+            for (TMessage _iter97 : struct.success)
             {
-              _iter71.write(oprot);
+              _iter97.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -8367,9 +9545,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TMessage _iter72 : struct.success)
+            for (TMessage _iter98 : struct.success)
             {
-              _iter72.write(oprot);
+              _iter98.write(oprot);
             }
           }
         }
@@ -8387,14 +9565,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list73 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TMessage>(_list73.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem74;
-            for (int _i75 = 0; _i75 < _list73.size; ++_i75)
+            org.apache.thrift.protocol.TList _list99 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list99.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem100;
+            for (int _i101 = 0; _i101 < _list99.size; ++_i101)
             {
-              _elem74 = new TMessage();
-              _elem74.read(iprot);
-              struct.success.add(_elem74);
+              _elem100 = new TMessage();
+              _elem100.read(iprot);
+              struct.success.add(_elem100);
             }
           }
           struct.setSuccessIsSet(true);
@@ -10700,14 +11878,14 @@ public class HQueueService {
             case 2: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list76 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list76.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem77;
-                  for (int _i78 = 0; _i78 < _list76.size; ++_i78)
+                  org.apache.thrift.protocol.TList _list102 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list102.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem103;
+                  for (int _i104 = 0; _i104 < _list102.size; ++_i104)
                   {
-                    _elem77 = new TMessage();
-                    _elem77.read(iprot);
-                    struct.tMessages.add(_elem77);
+                    _elem103 = new TMessage();
+                    _elem103.read(iprot);
+                    struct.tMessages.add(_elem103);
                   }
                   iprot.readListEnd();
                 }
@@ -10741,9 +11919,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter79 : struct.tMessages)
+            for (TMessage _iter105 : struct.tMessages)
             {
-              _iter79.write(oprot);
+              _iter105.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -10781,9 +11959,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter80 : struct.tMessages)
+            for (TMessage _iter106 : struct.tMessages)
             {
-              _iter80.write(oprot);
+              _iter106.write(oprot);
             }
           }
         }
@@ -10799,14 +11977,14 @@ public class HQueueService {
         }
         if (incoming.get(1)) {
           {
-            org.apache.thrift.protocol.TList _list81 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list81.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem82;
-            for (int _i83 = 0; _i83 < _list81.size; ++_i83)
+            org.apache.thrift.protocol.TList _list107 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list107.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem108;
+            for (int _i109 = 0; _i109 < _list107.size; ++_i109)
             {
-              _elem82 = new TMessage();
-              _elem82.read(iprot);
-              struct.tMessages.add(_elem82);
+              _elem108 = new TMessage();
+              _elem108.read(iprot);
+              struct.tMessages.add(_elem108);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -12915,14 +14093,14 @@ public class HQueueService {
             case 3: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list84 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list84.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem85;
-                  for (int _i86 = 0; _i86 < _list84.size; ++_i86)
+                  org.apache.thrift.protocol.TList _list110 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list110.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem111;
+                  for (int _i112 = 0; _i112 < _list110.size; ++_i112)
                   {
-                    _elem85 = new TMessage();
-                    _elem85.read(iprot);
-                    struct.tMessages.add(_elem85);
+                    _elem111 = new TMessage();
+                    _elem111.read(iprot);
+                    struct.tMessages.add(_elem111);
                   }
                   iprot.readListEnd();
                 }
@@ -12959,9 +14137,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter87 : struct.tMessages)
+            for (TMessage _iter113 : struct.tMessages)
             {
-              _iter87.write(oprot);
+              _iter113.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -13005,9 +14183,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter88 : struct.tMessages)
+            for (TMessage _iter114 : struct.tMessages)
             {
-              _iter88.write(oprot);
+              _iter114.write(oprot);
             }
           }
         }
@@ -13027,14 +14205,14 @@ public class HQueueService {
         }
         if (incoming.get(2)) {
           {
-            org.apache.thrift.protocol.TList _list89 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list89.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem90;
-            for (int _i91 = 0; _i91 < _list89.size; ++_i91)
+            org.apache.thrift.protocol.TList _list115 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list115.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem116;
+            for (int _i117 = 0; _i117 < _list115.size; ++_i117)
             {
-              _elem90 = new TMessage();
-              _elem90.read(iprot);
-              struct.tMessages.add(_elem90);
+              _elem116 = new TMessage();
+              _elem116.read(iprot);
+              struct.tMessages.add(_elem116);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -14419,13 +15597,13 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list92 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list92.size);
-                  @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem93;
-                  for (int _i94 = 0; _i94 < _list92.size; ++_i94)
+                  org.apache.thrift.protocol.TList _list118 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list118.size);
+                  @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem119;
+                  for (int _i120 = 0; _i120 < _list118.size; ++_i120)
                   {
-                    _elem93 = iprot.readBinary();
-                    struct.success.add(_elem93);
+                    _elem119 = iprot.readBinary();
+                    struct.success.add(_elem119);
                   }
                   iprot.readListEnd();
                 }
@@ -14472,9 +15650,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRING, struct.success.size()));
-            for (java.nio.ByteBuffer _iter95 : struct.success)
+            for (java.nio.ByteBuffer _iter121 : struct.success)
             {
-              oprot.writeBinary(_iter95);
+              oprot.writeBinary(_iter121);
             }
             oprot.writeListEnd();
           }
@@ -14522,9 +15700,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (java.nio.ByteBuffer _iter96 : struct.success)
+            for (java.nio.ByteBuffer _iter122 : struct.success)
             {
-              oprot.writeBinary(_iter96);
+              oprot.writeBinary(_iter122);
             }
           }
         }
@@ -14542,13 +15720,13 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list97 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
-            struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list97.size);
-            @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem98;
-            for (int _i99 = 0; _i99 < _list97.size; ++_i99)
+            org.apache.thrift.protocol.TList _list123 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
+            struct.success = new java.util.ArrayList<java.nio.ByteBuffer>(_list123.size);
+            @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem124;
+            for (int _i125 = 0; _i125 < _list123.size; ++_i125)
             {
-              _elem98 = iprot.readBinary();
-              struct.success.add(_elem98);
+              _elem124 = iprot.readBinary();
+              struct.success.add(_elem124);
             }
           }
           struct.setSuccessIsSet(true);
@@ -16177,13 +17355,13 @@ public class HQueueService {
             case 2: // PARTITION_IDS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list100 = iprot.readListBegin();
-                  struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list100.size);
-                  short _elem101;
-                  for (int _i102 = 0; _i102 < _list100.size; ++_i102)
+                  org.apache.thrift.protocol.TList _list126 = iprot.readListBegin();
+                  struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list126.size);
+                  short _elem127;
+                  for (int _i128 = 0; _i128 < _list126.size; ++_i128)
                   {
-                    _elem101 = iprot.readI16();
-                    struct.partitionIDs.add(_elem101);
+                    _elem127 = iprot.readI16();
+                    struct.partitionIDs.add(_elem127);
                   }
                   iprot.readListEnd();
                 }
@@ -16226,9 +17404,9 @@ public class HQueueService {
           oprot.writeFieldBegin(PARTITION_IDS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.I16, struct.partitionIDs.size()));
-            for (short _iter103 : struct.partitionIDs)
+            for (short _iter129 : struct.partitionIDs)
             {
-              oprot.writeI16(_iter103);
+              oprot.writeI16(_iter129);
             }
             oprot.writeListEnd();
           }
@@ -16274,9 +17452,9 @@ public class HQueueService {
         if (struct.isSetPartitionIDs()) {
           {
             oprot.writeI32(struct.partitionIDs.size());
-            for (short _iter104 : struct.partitionIDs)
+            for (short _iter130 : struct.partitionIDs)
             {
-              oprot.writeI16(_iter104);
+              oprot.writeI16(_iter130);
             }
           }
         }
@@ -16295,13 +17473,13 @@ public class HQueueService {
         }
         if (incoming.get(1)) {
           {
-            org.apache.thrift.protocol.TList _list105 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
-            struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list105.size);
-            short _elem106;
-            for (int _i107 = 0; _i107 < _list105.size; ++_i107)
+            org.apache.thrift.protocol.TList _list131 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
+            struct.partitionIDs = new java.util.ArrayList<java.lang.Short>(_list131.size);
+            short _elem132;
+            for (int _i133 = 0; _i133 < _list131.size; ++_i133)
             {
-              _elem106 = iprot.readI16();
-              struct.partitionIDs.add(_elem106);
+              _elem132 = iprot.readI16();
+              struct.partitionIDs.add(_elem132);
             }
           }
           struct.setPartitionIDsIsSet(true);
@@ -17504,15 +18682,15 @@ public class HQueueService {
             case 4: // CONFIG
               if (schemeField.type == org.apache.thrift.protocol.TType.MAP) {
                 {
-                  org.apache.thrift.protocol.TMap _map108 = iprot.readMapBegin();
-                  struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map108.size);
-                  @org.apache.thrift.annotation.Nullable java.lang.String _key109;
-                  @org.apache.thrift.annotation.Nullable java.lang.String _val110;
-                  for (int _i111 = 0; _i111 < _map108.size; ++_i111)
+                  org.apache.thrift.protocol.TMap _map134 = iprot.readMapBegin();
+                  struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map134.size);
+                  @org.apache.thrift.annotation.Nullable java.lang.String _key135;
+                  @org.apache.thrift.annotation.Nullable java.lang.String _val136;
+                  for (int _i137 = 0; _i137 < _map134.size; ++_i137)
                   {
-                    _key109 = iprot.readString();
-                    _val110 = iprot.readString();
-                    struct.config.put(_key109, _val110);
+                    _key135 = iprot.readString();
+                    _val136 = iprot.readString();
+                    struct.config.put(_key135, _val136);
                   }
                   iprot.readMapEnd();
                 }
@@ -17552,10 +18730,10 @@ public class HQueueService {
           oprot.writeFieldBegin(CONFIG_FIELD_DESC);
           {
             oprot.writeMapBegin(new org.apache.thrift.protocol.TMap(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING, struct.config.size()));
-            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter112 : struct.config.entrySet())
+            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter138 : struct.config.entrySet())
             {
-              oprot.writeString(_iter112.getKey());
-              oprot.writeString(_iter112.getValue());
+              oprot.writeString(_iter138.getKey());
+              oprot.writeString(_iter138.getValue());
             }
             oprot.writeMapEnd();
           }
@@ -17605,10 +18783,10 @@ public class HQueueService {
         if (struct.isSetConfig()) {
           {
             oprot.writeI32(struct.config.size());
-            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter113 : struct.config.entrySet())
+            for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter139 : struct.config.entrySet())
             {
-              oprot.writeString(_iter113.getKey());
-              oprot.writeString(_iter113.getValue());
+              oprot.writeString(_iter139.getKey());
+              oprot.writeString(_iter139.getValue());
             }
           }
         }
@@ -17632,15 +18810,15 @@ public class HQueueService {
         }
         if (incoming.get(3)) {
           {
-            org.apache.thrift.protocol.TMap _map114 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
-            struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map114.size);
-            @org.apache.thrift.annotation.Nullable java.lang.String _key115;
-            @org.apache.thrift.annotation.Nullable java.lang.String _val116;
-            for (int _i117 = 0; _i117 < _map114.size; ++_i117)
+            org.apache.thrift.protocol.TMap _map140 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
+            struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map140.size);
+            @org.apache.thrift.annotation.Nullable java.lang.String _key141;
+            @org.apache.thrift.annotation.Nullable java.lang.String _val142;
+            for (int _i143 = 0; _i143 < _map140.size; ++_i143)
             {
-              _key115 = iprot.readString();
-              _val116 = iprot.readString();
-              struct.config.put(_key115, _val116);
+              _key141 = iprot.readString();
+              _val142 = iprot.readString();
+              struct.config.put(_key141, _val142);
             }
           }
           struct.setConfigIsSet(true);
@@ -22415,14 +23593,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list118 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TQueueInfo>(_list118.size);
-                  @org.apache.thrift.annotation.Nullable TQueueInfo _elem119;
-                  for (int _i120 = 0; _i120 < _list118.size; ++_i120)
+                  org.apache.thrift.protocol.TList _list144 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TQueueInfo>(_list144.size);
+                  @org.apache.thrift.annotation.Nullable TQueueInfo _elem145;
+                  for (int _i146 = 0; _i146 < _list144.size; ++_i146)
                   {
-                    _elem119 = new TQueueInfo();
-                    _elem119.read(iprot);
-                    struct.success.add(_elem119);
+                    _elem145 = new TQueueInfo();
+                    _elem145.read(iprot);
+                    struct.success.add(_elem145);
                   }
                   iprot.readListEnd();
                 }
@@ -22469,9 +23647,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TQueueInfo _iter121 : struct.success)
+            for (TQueueInfo _iter147 : struct.success)
             {
-              _iter121.write(oprot);
+              _iter147.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -22519,9 +23697,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TQueueInfo _iter122 : struct.success)
+            for (TQueueInfo _iter148 : struct.success)
             {
-              _iter122.write(oprot);
+              _iter148.write(oprot);
             }
           }
         }
@@ -22539,14 +23717,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list123 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TQueueInfo>(_list123.size);
-            @org.apache.thrift.annotation.Nullable TQueueInfo _elem124;
-            for (int _i125 = 0; _i125 < _list123.size; ++_i125)
+            org.apache.thrift.protocol.TList _list149 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TQueueInfo>(_list149.size);
+            @org.apache.thrift.annotation.Nullable TQueueInfo _elem150;
+            for (int _i151 = 0; _i151 < _list149.size; ++_i151)
             {
-              _elem124 = new TQueueInfo();
-              _elem124.read(iprot);
-              struct.success.add(_elem124);
+              _elem150 = new TQueueInfo();
+              _elem150.read(iprot);
+              struct.success.add(_elem150);
             }
           }
           struct.setSuccessIsSet(true);
@@ -29045,14 +30223,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list126 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TSubscriberInfo>(_list126.size);
-                  @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem127;
-                  for (int _i128 = 0; _i128 < _list126.size; ++_i128)
+                  org.apache.thrift.protocol.TList _list152 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TSubscriberInfo>(_list152.size);
+                  @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem153;
+                  for (int _i154 = 0; _i154 < _list152.size; ++_i154)
                   {
-                    _elem127 = new TSubscriberInfo();
-                    _elem127.read(iprot);
-                    struct.success.add(_elem127);
+                    _elem153 = new TSubscriberInfo();
+                    _elem153.read(iprot);
+                    struct.success.add(_elem153);
                   }
                   iprot.readListEnd();
                 }
@@ -29099,9 +30277,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TSubscriberInfo _iter129 : struct.success)
+            for (TSubscriberInfo _iter155 : struct.success)
             {
-              _iter129.write(oprot);
+              _iter155.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -29149,9 +30327,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TSubscriberInfo _iter130 : struct.success)
+            for (TSubscriberInfo _iter156 : struct.success)
             {
-              _iter130.write(oprot);
+              _iter156.write(oprot);
             }
           }
         }
@@ -29169,14 +30347,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list131 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TSubscriberInfo>(_list131.size);
-            @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem132;
-            for (int _i133 = 0; _i133 < _list131.size; ++_i133)
+            org.apache.thrift.protocol.TList _list157 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TSubscriberInfo>(_list157.size);
+            @org.apache.thrift.annotation.Nullable TSubscriberInfo _elem158;
+            for (int _i159 = 0; _i159 < _list157.size; ++_i159)
             {
-              _elem132 = new TSubscriberInfo();
-              _elem132.read(iprot);
-              struct.success.add(_elem132);
+              _elem158 = new TSubscriberInfo();
+              _elem158.read(iprot);
+              struct.success.add(_elem158);
             }
           }
           struct.setSuccessIsSet(true);
@@ -29719,14 +30897,14 @@ public class HQueueService {
             case 3: // T_MESSAGES
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list134 = iprot.readListBegin();
-                  struct.tMessages = new java.util.ArrayList<TMessage>(_list134.size);
-                  @org.apache.thrift.annotation.Nullable TMessage _elem135;
-                  for (int _i136 = 0; _i136 < _list134.size; ++_i136)
+                  org.apache.thrift.protocol.TList _list160 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list160.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem161;
+                  for (int _i162 = 0; _i162 < _list160.size; ++_i162)
                   {
-                    _elem135 = new TMessage();
-                    _elem135.read(iprot);
-                    struct.tMessages.add(_elem135);
+                    _elem161 = new TMessage();
+                    _elem161.read(iprot);
+                    struct.tMessages.add(_elem161);
                   }
                   iprot.readListEnd();
                 }
@@ -29763,9 +30941,9 @@ public class HQueueService {
           oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
-            for (TMessage _iter137 : struct.tMessages)
+            for (TMessage _iter163 : struct.tMessages)
             {
-              _iter137.write(oprot);
+              _iter163.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -29809,9 +30987,9 @@ public class HQueueService {
         if (struct.isSetTMessages()) {
           {
             oprot.writeI32(struct.tMessages.size());
-            for (TMessage _iter138 : struct.tMessages)
+            for (TMessage _iter164 : struct.tMessages)
             {
-              _iter138.write(oprot);
+              _iter164.write(oprot);
             }
           }
         }
@@ -29831,14 +31009,14 @@ public class HQueueService {
         }
         if (incoming.get(2)) {
           {
-            org.apache.thrift.protocol.TList _list139 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.tMessages = new java.util.ArrayList<TMessage>(_list139.size);
-            @org.apache.thrift.annotation.Nullable TMessage _elem140;
-            for (int _i141 = 0; _i141 < _list139.size; ++_i141)
+            org.apache.thrift.protocol.TList _list165 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list165.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem166;
+            for (int _i167 = 0; _i167 < _list165.size; ++_i167)
             {
-              _elem140 = new TMessage();
-              _elem140.read(iprot);
-              struct.tMessages.add(_elem140);
+              _elem166 = new TMessage();
+              _elem166.read(iprot);
+              struct.tMessages.add(_elem166);
             }
           }
           struct.setTMessagesIsSet(true);
@@ -31097,14 +32275,14 @@ public class HQueueService {
             case 0: // SUCCESS
               if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
                 {
-                  org.apache.thrift.protocol.TList _list142 = iprot.readListBegin();
-                  struct.success = new java.util.ArrayList<TGatewayInfo>(_list142.size);
-                  @org.apache.thrift.annotation.Nullable TGatewayInfo _elem143;
-                  for (int _i144 = 0; _i144 < _list142.size; ++_i144)
+                  org.apache.thrift.protocol.TList _list168 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TGatewayInfo>(_list168.size);
+                  @org.apache.thrift.annotation.Nullable TGatewayInfo _elem169;
+                  for (int _i170 = 0; _i170 < _list168.size; ++_i170)
                   {
-                    _elem143 = new TGatewayInfo();
-                    _elem143.read(iprot);
-                    struct.success.add(_elem143);
+                    _elem169 = new TGatewayInfo();
+                    _elem169.read(iprot);
+                    struct.success.add(_elem169);
                   }
                   iprot.readListEnd();
                 }
@@ -31151,9 +32329,9 @@ public class HQueueService {
           oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
-            for (TGatewayInfo _iter145 : struct.success)
+            for (TGatewayInfo _iter171 : struct.success)
             {
-              _iter145.write(oprot);
+              _iter171.write(oprot);
             }
             oprot.writeListEnd();
           }
@@ -31201,9 +32379,9 @@ public class HQueueService {
         if (struct.isSetSuccess()) {
           {
             oprot.writeI32(struct.success.size());
-            for (TGatewayInfo _iter146 : struct.success)
+            for (TGatewayInfo _iter172 : struct.success)
             {
-              _iter146.write(oprot);
+              _iter172.write(oprot);
             }
           }
         }
@@ -31221,14 +32399,14 @@ public class HQueueService {
         java.util.BitSet incoming = iprot.readBitSet(3);
         if (incoming.get(0)) {
           {
-            org.apache.thrift.protocol.TList _list147 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-            struct.success = new java.util.ArrayList<TGatewayInfo>(_list147.size);
-            @org.apache.thrift.annotation.Nullable TGatewayInfo _elem148;
-            for (int _i149 = 0; _i149 < _list147.size; ++_i149)
+            org.apache.thrift.protocol.TList _list173 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TGatewayInfo>(_list173.size);
+            @org.apache.thrift.annotation.Nullable TGatewayInfo _elem174;
+            for (int _i175 = 0; _i175 < _list173.size; ++_i175)
             {
-              _elem148 = new TGatewayInfo();
-              _elem148.read(iprot);
-              struct.success.add(_elem148);
+              _elem174 = new TGatewayInfo();
+              _elem174.read(iprot);
+              struct.success.add(_elem174);
             }
           }
           struct.setSuccessIsSet(true);
@@ -33081,6 +34259,7504 @@ public class HQueueService {
           struct.setIoIsSet(true);
         }
         if (incoming.get(1)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class putMessagesReturningIds_args implements org.apache.thrift.TBase<putMessagesReturningIds_args, putMessagesReturningIds_args._Fields>, java.io.Serializable, Cloneable, Comparable<putMessagesReturningIds_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("putMessagesReturningIds_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField PARTITION_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("partitionID", org.apache.thrift.protocol.TType.I16, (short)2);
+    private static final org.apache.thrift.protocol.TField T_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("tMessages", org.apache.thrift.protocol.TType.LIST, (short)3);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new putMessagesReturningIds_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new putMessagesReturningIds_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public short partitionID; // required
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      PARTITION_ID((short)2, "partitionID"),
+      T_MESSAGES((short)3, "tMessages");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // PARTITION_ID
+            return PARTITION_ID;
+          case 3: // T_MESSAGES
+            return T_MESSAGES;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __PARTITIONID_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.PARTITION_ID, new org.apache.thrift.meta_data.FieldMetaData("partitionID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I16)));
+      tmpMap.put(_Fields.T_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("tMessages", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(putMessagesReturningIds_args.class, metaDataMap);
+    }
+
+    public putMessagesReturningIds_args() {
+    }
+
+    public putMessagesReturningIds_args(
+      java.nio.ByteBuffer queueName,
+      short partitionID,
+      java.util.List<TMessage> tMessages)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      this.tMessages = tMessages;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public putMessagesReturningIds_args(putMessagesReturningIds_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      this.partitionID = other.partitionID;
+      if (other.isSetTMessages()) {
+        java.util.List<TMessage> __this__tMessages = new java.util.ArrayList<TMessage>(other.tMessages.size());
+        for (TMessage other_element : other.tMessages) {
+          __this__tMessages.add(new TMessage(other_element));
+        }
+        this.tMessages = __this__tMessages;
+      }
+    }
+
+    @Override
+    public putMessagesReturningIds_args deepCopy() {
+      return new putMessagesReturningIds_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      setPartitionIDIsSet(false);
+      this.partitionID = 0;
+      this.tMessages = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public putMessagesReturningIds_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public putMessagesReturningIds_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public short getPartitionID() {
+      return this.partitionID;
+    }
+
+    public putMessagesReturningIds_args setPartitionID(short partitionID) {
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      return this;
+    }
+
+    public void unsetPartitionID() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    /** Returns true if field partitionID is set (has been assigned a value) and false otherwise */
+    public boolean isSetPartitionID() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    public void setPartitionIDIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __PARTITIONID_ISSET_ID, value);
+    }
+
+    public int getTMessagesSize() {
+      return (this.tMessages == null) ? 0 : this.tMessages.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getTMessagesIterator() {
+      return (this.tMessages == null) ? null : this.tMessages.iterator();
+    }
+
+    public void addToTMessages(TMessage elem) {
+      if (this.tMessages == null) {
+        this.tMessages = new java.util.ArrayList<TMessage>();
+      }
+      this.tMessages.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getTMessages() {
+      return this.tMessages;
+    }
+
+    public putMessagesReturningIds_args setTMessages(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages) {
+      this.tMessages = tMessages;
+      return this;
+    }
+
+    public void unsetTMessages() {
+      this.tMessages = null;
+    }
+
+    /** Returns true if field tMessages is set (has been assigned a value) and false otherwise */
+    public boolean isSetTMessages() {
+      return this.tMessages != null;
+    }
+
+    public void setTMessagesIsSet(boolean value) {
+      if (!value) {
+        this.tMessages = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case PARTITION_ID:
+        if (value == null) {
+          unsetPartitionID();
+        } else {
+          setPartitionID((java.lang.Short)value);
+        }
+        break;
+
+      case T_MESSAGES:
+        if (value == null) {
+          unsetTMessages();
+        } else {
+          setTMessages((java.util.List<TMessage>)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case PARTITION_ID:
+        return getPartitionID();
+
+      case T_MESSAGES:
+        return getTMessages();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case PARTITION_ID:
+        return isSetPartitionID();
+      case T_MESSAGES:
+        return isSetTMessages();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof putMessagesReturningIds_args)
+        return this.equals((putMessagesReturningIds_args)that);
+      return false;
+    }
+
+    public boolean equals(putMessagesReturningIds_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_partitionID = true;
+      boolean that_present_partitionID = true;
+      if (this_present_partitionID || that_present_partitionID) {
+        if (!(this_present_partitionID && that_present_partitionID))
+          return false;
+        if (this.partitionID != that.partitionID)
+          return false;
+      }
+
+      boolean this_present_tMessages = true && this.isSetTMessages();
+      boolean that_present_tMessages = true && that.isSetTMessages();
+      if (this_present_tMessages || that_present_tMessages) {
+        if (!(this_present_tMessages && that_present_tMessages))
+          return false;
+        if (!this.tMessages.equals(that.tMessages))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + partitionID;
+
+      hashCode = hashCode * 8191 + ((isSetTMessages()) ? 131071 : 524287);
+      if (isSetTMessages())
+        hashCode = hashCode * 8191 + tMessages.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(putMessagesReturningIds_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetPartitionID(), other.isSetPartitionID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetPartitionID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.partitionID, other.partitionID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetTMessages(), other.isSetTMessages());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetTMessages()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.tMessages, other.tMessages);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("putMessagesReturningIds_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("partitionID:");
+      sb.append(this.partitionID);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("tMessages:");
+      if (this.tMessages == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.tMessages);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class putMessagesReturningIds_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public putMessagesReturningIds_argsStandardScheme getScheme() {
+        return new putMessagesReturningIds_argsStandardScheme();
+      }
+    }
+
+    private static class putMessagesReturningIds_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<putMessagesReturningIds_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, putMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // PARTITION_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.I16) {
+                struct.partitionID = iprot.readI16();
+                struct.setPartitionIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // T_MESSAGES
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list176 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list176.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem177;
+                  for (int _i178 = 0; _i178 < _list176.size; ++_i178)
+                  {
+                    _elem177 = new TMessage();
+                    _elem177.read(iprot);
+                    struct.tMessages.add(_elem177);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setTMessagesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, putMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(PARTITION_ID_FIELD_DESC);
+        oprot.writeI16(struct.partitionID);
+        oprot.writeFieldEnd();
+        if (struct.tMessages != null) {
+          oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
+            for (TMessage _iter179 : struct.tMessages)
+            {
+              _iter179.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class putMessagesReturningIds_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public putMessagesReturningIds_argsTupleScheme getScheme() {
+        return new putMessagesReturningIds_argsTupleScheme();
+      }
+    }
+
+    private static class putMessagesReturningIds_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<putMessagesReturningIds_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, putMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetPartitionID()) {
+          optionals.set(1);
+        }
+        if (struct.isSetTMessages()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetPartitionID()) {
+          oprot.writeI16(struct.partitionID);
+        }
+        if (struct.isSetTMessages()) {
+          {
+            oprot.writeI32(struct.tMessages.size());
+            for (TMessage _iter180 : struct.tMessages)
+            {
+              _iter180.write(oprot);
+            }
+          }
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, putMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.partitionID = iprot.readI16();
+          struct.setPartitionIDIsSet(true);
+        }
+        if (incoming.get(2)) {
+          {
+            org.apache.thrift.protocol.TList _list181 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list181.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem182;
+            for (int _i183 = 0; _i183 < _list181.size; ++_i183)
+            {
+              _elem182 = new TMessage();
+              _elem182.read(iprot);
+              struct.tMessages.add(_elem182);
+            }
+          }
+          struct.setTMessagesIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class putMessagesReturningIds_result implements org.apache.thrift.TBase<putMessagesReturningIds_result, putMessagesReturningIds_result._Fields>, java.io.Serializable, Cloneable, Comparable<putMessagesReturningIds_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("putMessagesReturningIds_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new putMessagesReturningIds_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new putMessagesReturningIds_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessageID> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessageID.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(putMessagesReturningIds_result.class, metaDataMap);
+    }
+
+    public putMessagesReturningIds_result() {
+    }
+
+    public putMessagesReturningIds_result(
+      java.util.List<TMessageID> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public putMessagesReturningIds_result(putMessagesReturningIds_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TMessageID> __this__success = new java.util.ArrayList<TMessageID>(other.success.size());
+        for (TMessageID other_element : other.success) {
+          __this__success.add(new TMessageID(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public putMessagesReturningIds_result deepCopy() {
+      return new putMessagesReturningIds_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessageID> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TMessageID elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TMessageID>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessageID> getSuccess() {
+      return this.success;
+    }
+
+    public putMessagesReturningIds_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TMessageID> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public putMessagesReturningIds_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public putMessagesReturningIds_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TMessageID>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof putMessagesReturningIds_result)
+        return this.equals((putMessagesReturningIds_result)that);
+      return false;
+    }
+
+    public boolean equals(putMessagesReturningIds_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(putMessagesReturningIds_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("putMessagesReturningIds_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class putMessagesReturningIds_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public putMessagesReturningIds_resultStandardScheme getScheme() {
+        return new putMessagesReturningIds_resultStandardScheme();
+      }
+    }
+
+    private static class putMessagesReturningIds_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<putMessagesReturningIds_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, putMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list184 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessageID>(_list184.size);
+                  @org.apache.thrift.annotation.Nullable TMessageID _elem185;
+                  for (int _i186 = 0; _i186 < _list184.size; ++_i186)
+                  {
+                    _elem185 = new TMessageID();
+                    _elem185.read(iprot);
+                    struct.success.add(_elem185);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, putMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TMessageID _iter187 : struct.success)
+            {
+              _iter187.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class putMessagesReturningIds_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public putMessagesReturningIds_resultTupleScheme getScheme() {
+        return new putMessagesReturningIds_resultTupleScheme();
+      }
+    }
+
+    private static class putMessagesReturningIds_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<putMessagesReturningIds_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, putMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TMessageID _iter188 : struct.success)
+            {
+              _iter188.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, putMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list189 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessageID>(_list189.size);
+            @org.apache.thrift.annotation.Nullable TMessageID _elem190;
+            for (int _i191 = 0; _i191 < _list189.size; ++_i191)
+            {
+              _elem190 = new TMessageID();
+              _elem190.read(iprot);
+              struct.success.add(_elem190);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class findMessagesByKey_args implements org.apache.thrift.TBase<findMessagesByKey_args, findMessagesByKey_args._Fields>, java.io.Serializable, Cloneable, Comparable<findMessagesByKey_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("findMessagesByKey_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField KEY_FIELD_DESC = new org.apache.thrift.protocol.TField("key", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField LIMIT_FIELD_DESC = new org.apache.thrift.protocol.TField("limit", org.apache.thrift.protocol.TType.I32, (short)3);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new findMessagesByKey_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new findMessagesByKey_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer key; // required
+    public int limit; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      KEY((short)2, "key"),
+      LIMIT((short)3, "limit");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // KEY
+            return KEY;
+          case 3: // LIMIT
+            return LIMIT;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __LIMIT_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.KEY, new org.apache.thrift.meta_data.FieldMetaData("key", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , true)));
+      tmpMap.put(_Fields.LIMIT, new org.apache.thrift.meta_data.FieldMetaData("limit", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(findMessagesByKey_args.class, metaDataMap);
+    }
+
+    public findMessagesByKey_args() {
+    }
+
+    public findMessagesByKey_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer key,
+      int limit)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.key = org.apache.thrift.TBaseHelper.copyBinary(key);
+      this.limit = limit;
+      setLimitIsSet(true);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public findMessagesByKey_args(findMessagesByKey_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetKey()) {
+        this.key = org.apache.thrift.TBaseHelper.copyBinary(other.key);
+      }
+      this.limit = other.limit;
+    }
+
+    @Override
+    public findMessagesByKey_args deepCopy() {
+      return new findMessagesByKey_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.key = null;
+      setLimitIsSet(false);
+      this.limit = 0;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public findMessagesByKey_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public findMessagesByKey_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getKey() {
+      setKey(org.apache.thrift.TBaseHelper.rightSize(key));
+      return key == null ? null : key.array();
+    }
+
+    public java.nio.ByteBuffer bufferForKey() {
+      return org.apache.thrift.TBaseHelper.copyBinary(key);
+    }
+
+    public findMessagesByKey_args setKey(byte[] key) {
+      this.key = key == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(key.clone());
+      return this;
+    }
+
+    public findMessagesByKey_args setKey(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer key) {
+      this.key = org.apache.thrift.TBaseHelper.copyBinary(key);
+      return this;
+    }
+
+    public void unsetKey() {
+      this.key = null;
+    }
+
+    /** Returns true if field key is set (has been assigned a value) and false otherwise */
+    public boolean isSetKey() {
+      return this.key != null;
+    }
+
+    public void setKeyIsSet(boolean value) {
+      if (!value) {
+        this.key = null;
+      }
+    }
+
+    public int getLimit() {
+      return this.limit;
+    }
+
+    public findMessagesByKey_args setLimit(int limit) {
+      this.limit = limit;
+      setLimitIsSet(true);
+      return this;
+    }
+
+    public void unsetLimit() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __LIMIT_ISSET_ID);
+    }
+
+    /** Returns true if field limit is set (has been assigned a value) and false otherwise */
+    public boolean isSetLimit() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __LIMIT_ISSET_ID);
+    }
+
+    public void setLimitIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __LIMIT_ISSET_ID, value);
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case KEY:
+        if (value == null) {
+          unsetKey();
+        } else {
+          if (value instanceof byte[]) {
+            setKey((byte[])value);
+          } else {
+            setKey((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case LIMIT:
+        if (value == null) {
+          unsetLimit();
+        } else {
+          setLimit((java.lang.Integer)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case KEY:
+        return getKey();
+
+      case LIMIT:
+        return getLimit();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case KEY:
+        return isSetKey();
+      case LIMIT:
+        return isSetLimit();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof findMessagesByKey_args)
+        return this.equals((findMessagesByKey_args)that);
+      return false;
+    }
+
+    public boolean equals(findMessagesByKey_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_key = true && this.isSetKey();
+      boolean that_present_key = true && that.isSetKey();
+      if (this_present_key || that_present_key) {
+        if (!(this_present_key && that_present_key))
+          return false;
+        if (!this.key.equals(that.key))
+          return false;
+      }
+
+      boolean this_present_limit = true;
+      boolean that_present_limit = true;
+      if (this_present_limit || that_present_limit) {
+        if (!(this_present_limit && that_present_limit))
+          return false;
+        if (this.limit != that.limit)
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetKey()) ? 131071 : 524287);
+      if (isSetKey())
+        hashCode = hashCode * 8191 + key.hashCode();
+
+      hashCode = hashCode * 8191 + limit;
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(findMessagesByKey_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetKey(), other.isSetKey());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetKey()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.key, other.key);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetLimit(), other.isSetLimit());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetLimit()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.limit, other.limit);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("findMessagesByKey_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("key:");
+      if (this.key == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.key, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("limit:");
+      sb.append(this.limit);
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class findMessagesByKey_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public findMessagesByKey_argsStandardScheme getScheme() {
+        return new findMessagesByKey_argsStandardScheme();
+      }
+    }
+
+    private static class findMessagesByKey_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<findMessagesByKey_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, findMessagesByKey_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // KEY
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.key = iprot.readBinary();
+                struct.setKeyIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // LIMIT
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.limit = iprot.readI32();
+                struct.setLimitIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, findMessagesByKey_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.key != null) {
+          oprot.writeFieldBegin(KEY_FIELD_DESC);
+          oprot.writeBinary(struct.key);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(LIMIT_FIELD_DESC);
+        oprot.writeI32(struct.limit);
+        oprot.writeFieldEnd();
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class findMessagesByKey_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public findMessagesByKey_argsTupleScheme getScheme() {
+        return new findMessagesByKey_argsTupleScheme();
+      }
+    }
+
+    private static class findMessagesByKey_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<findMessagesByKey_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, findMessagesByKey_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetKey()) {
+          optionals.set(1);
+        }
+        if (struct.isSetLimit()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetKey()) {
+          oprot.writeBinary(struct.key);
+        }
+        if (struct.isSetLimit()) {
+          oprot.writeI32(struct.limit);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, findMessagesByKey_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.key = iprot.readBinary();
+          struct.setKeyIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.limit = iprot.readI32();
+          struct.setLimitIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class findMessagesByKey_result implements org.apache.thrift.TBase<findMessagesByKey_result, findMessagesByKey_result._Fields>, java.io.Serializable, Cloneable, Comparable<findMessagesByKey_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("findMessagesByKey_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new findMessagesByKey_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new findMessagesByKey_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(findMessagesByKey_result.class, metaDataMap);
+    }
+
+    public findMessagesByKey_result() {
+    }
+
+    public findMessagesByKey_result(
+      java.util.List<TMessage> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public findMessagesByKey_result(findMessagesByKey_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TMessage> __this__success = new java.util.ArrayList<TMessage>(other.success.size());
+        for (TMessage other_element : other.success) {
+          __this__success.add(new TMessage(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public findMessagesByKey_result deepCopy() {
+      return new findMessagesByKey_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TMessage elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TMessage>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getSuccess() {
+      return this.success;
+    }
+
+    public findMessagesByKey_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public findMessagesByKey_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public findMessagesByKey_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TMessage>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof findMessagesByKey_result)
+        return this.equals((findMessagesByKey_result)that);
+      return false;
+    }
+
+    public boolean equals(findMessagesByKey_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(findMessagesByKey_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("findMessagesByKey_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class findMessagesByKey_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public findMessagesByKey_resultStandardScheme getScheme() {
+        return new findMessagesByKey_resultStandardScheme();
+      }
+    }
+
+    private static class findMessagesByKey_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<findMessagesByKey_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, findMessagesByKey_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list192 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list192.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem193;
+                  for (int _i194 = 0; _i194 < _list192.size; ++_i194)
+                  {
+                    _elem193 = new TMessage();
+                    _elem193.read(iprot);
+                    struct.success.add(_elem193);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, findMessagesByKey_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TMessage _iter195 : struct.success)
+            {
+              _iter195.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class findMessagesByKey_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public findMessagesByKey_resultTupleScheme getScheme() {
+        return new findMessagesByKey_resultTupleScheme();
+      }
+    }
+
+    private static class findMessagesByKey_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<findMessagesByKey_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, findMessagesByKey_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TMessage _iter196 : struct.success)
+            {
+              _iter196.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, findMessagesByKey_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list197 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list197.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem198;
+            for (int _i199 = 0; _i199 < _list197.size; ++_i199)
+            {
+              _elem198 = new TMessage();
+              _elem198.read(iprot);
+              struct.success.add(_elem198);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class resetSubscriber_args implements org.apache.thrift.TBase<resetSubscriber_args, resetSubscriber_args._Fields>, java.io.Serializable, Cloneable, Comparable<resetSubscriber_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("resetSubscriber_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField TIMESTAMP_MS_FIELD_DESC = new org.apache.thrift.protocol.TField("timestampMs", org.apache.thrift.protocol.TType.I64, (short)3);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new resetSubscriber_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new resetSubscriber_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+    public long timestampMs; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName"),
+      TIMESTAMP_MS((short)3, "timestampMs");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          case 3: // TIMESTAMP_MS
+            return TIMESTAMP_MS;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __TIMESTAMPMS_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.TIMESTAMP_MS, new org.apache.thrift.meta_data.FieldMetaData("timestampMs", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I64)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(resetSubscriber_args.class, metaDataMap);
+    }
+
+    public resetSubscriber_args() {
+    }
+
+    public resetSubscriber_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName,
+      long timestampMs)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      this.timestampMs = timestampMs;
+      setTimestampMsIsSet(true);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public resetSubscriber_args(resetSubscriber_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+      this.timestampMs = other.timestampMs;
+    }
+
+    @Override
+    public resetSubscriber_args deepCopy() {
+      return new resetSubscriber_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+      setTimestampMsIsSet(false);
+      this.timestampMs = 0;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public resetSubscriber_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public resetSubscriber_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public resetSubscriber_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public resetSubscriber_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    public long getTimestampMs() {
+      return this.timestampMs;
+    }
+
+    public resetSubscriber_args setTimestampMs(long timestampMs) {
+      this.timestampMs = timestampMs;
+      setTimestampMsIsSet(true);
+      return this;
+    }
+
+    public void unsetTimestampMs() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __TIMESTAMPMS_ISSET_ID);
+    }
+
+    /** Returns true if field timestampMs is set (has been assigned a value) and false otherwise */
+    public boolean isSetTimestampMs() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __TIMESTAMPMS_ISSET_ID);
+    }
+
+    public void setTimestampMsIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __TIMESTAMPMS_ISSET_ID, value);
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case TIMESTAMP_MS:
+        if (value == null) {
+          unsetTimestampMs();
+        } else {
+          setTimestampMs((java.lang.Long)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      case TIMESTAMP_MS:
+        return getTimestampMs();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      case TIMESTAMP_MS:
+        return isSetTimestampMs();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof resetSubscriber_args)
+        return this.equals((resetSubscriber_args)that);
+      return false;
+    }
+
+    public boolean equals(resetSubscriber_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      boolean this_present_timestampMs = true;
+      boolean that_present_timestampMs = true;
+      if (this_present_timestampMs || that_present_timestampMs) {
+        if (!(this_present_timestampMs && that_present_timestampMs))
+          return false;
+        if (this.timestampMs != that.timestampMs)
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      hashCode = hashCode * 8191 + org.apache.thrift.TBaseHelper.hashCode(timestampMs);
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(resetSubscriber_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetTimestampMs(), other.isSetTimestampMs());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetTimestampMs()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.timestampMs, other.timestampMs);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("resetSubscriber_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("timestampMs:");
+      sb.append(this.timestampMs);
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class resetSubscriber_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public resetSubscriber_argsStandardScheme getScheme() {
+        return new resetSubscriber_argsStandardScheme();
+      }
+    }
+
+    private static class resetSubscriber_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<resetSubscriber_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, resetSubscriber_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // TIMESTAMP_MS
+              if (schemeField.type == org.apache.thrift.protocol.TType.I64) {
+                struct.timestampMs = iprot.readI64();
+                struct.setTimestampMsIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, resetSubscriber_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(TIMESTAMP_MS_FIELD_DESC);
+        oprot.writeI64(struct.timestampMs);
+        oprot.writeFieldEnd();
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class resetSubscriber_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public resetSubscriber_argsTupleScheme getScheme() {
+        return new resetSubscriber_argsTupleScheme();
+      }
+    }
+
+    private static class resetSubscriber_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<resetSubscriber_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, resetSubscriber_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        if (struct.isSetTimestampMs()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+        if (struct.isSetTimestampMs()) {
+          oprot.writeI64(struct.timestampMs);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, resetSubscriber_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.timestampMs = iprot.readI64();
+          struct.setTimestampMsIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class resetSubscriber_result implements org.apache.thrift.TBase<resetSubscriber_result, resetSubscriber_result._Fields>, java.io.Serializable, Cloneable, Comparable<resetSubscriber_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("resetSubscriber_result");
+
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new resetSubscriber_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new resetSubscriber_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(resetSubscriber_result.class, metaDataMap);
+    }
+
+    public resetSubscriber_result() {
+    }
+
+    public resetSubscriber_result(
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public resetSubscriber_result(resetSubscriber_result other) {
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public resetSubscriber_result deepCopy() {
+      return new resetSubscriber_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.io = null;
+      this.ia = null;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public resetSubscriber_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public resetSubscriber_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof resetSubscriber_result)
+        return this.equals((resetSubscriber_result)that);
+      return false;
+    }
+
+    public boolean equals(resetSubscriber_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(resetSubscriber_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("resetSubscriber_result(");
+      boolean first = true;
+
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class resetSubscriber_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public resetSubscriber_resultStandardScheme getScheme() {
+        return new resetSubscriber_resultStandardScheme();
+      }
+    }
+
+    private static class resetSubscriber_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<resetSubscriber_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, resetSubscriber_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, resetSubscriber_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class resetSubscriber_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public resetSubscriber_resultTupleScheme getScheme() {
+        return new resetSubscriber_resultTupleScheme();
+      }
+    }
+
+    private static class resetSubscriber_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<resetSubscriber_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, resetSubscriber_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetIo()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(1);
+        }
+        oprot.writeBitSet(optionals, 2);
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, resetSubscriber_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(2);
+        if (incoming.get(0)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class pullMessages_args implements org.apache.thrift.TBase<pullMessages_args, pullMessages_args._Fields>, java.io.Serializable, Cloneable, Comparable<pullMessages_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("pullMessages_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField MEMBER_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("memberID", org.apache.thrift.protocol.TType.STRING, (short)3);
+    private static final org.apache.thrift.protocol.TField MAX_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("maxMessages", org.apache.thrift.protocol.TType.I32, (short)4);
+    private static final org.apache.thrift.protocol.TField MAX_WAIT_MS_FIELD_DESC = new org.apache.thrift.protocol.TField("maxWaitMs", org.apache.thrift.protocol.TType.I32, (short)5);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new pullMessages_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new pullMessages_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID; // required
+    public int maxMessages; // required
+    public int maxWaitMs; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName"),
+      MEMBER_ID((short)3, "memberID"),
+      MAX_MESSAGES((short)4, "maxMessages"),
+      MAX_WAIT_MS((short)5, "maxWaitMs");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          case 3: // MEMBER_ID
+            return MEMBER_ID;
+          case 4: // MAX_MESSAGES
+            return MAX_MESSAGES;
+          case 5: // MAX_WAIT_MS
+            return MAX_WAIT_MS;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __MAXMESSAGES_ISSET_ID = 0;
+    private static final int __MAXWAITMS_ISSET_ID = 1;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MEMBER_ID, new org.apache.thrift.meta_data.FieldMetaData("memberID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MAX_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("maxMessages", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      tmpMap.put(_Fields.MAX_WAIT_MS, new org.apache.thrift.meta_data.FieldMetaData("maxWaitMs", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(pullMessages_args.class, metaDataMap);
+    }
+
+    public pullMessages_args() {
+    }
+
+    public pullMessages_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName,
+      java.nio.ByteBuffer memberID,
+      int maxMessages,
+      int maxWaitMs)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      this.maxMessages = maxMessages;
+      setMaxMessagesIsSet(true);
+      this.maxWaitMs = maxWaitMs;
+      setMaxWaitMsIsSet(true);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public pullMessages_args(pullMessages_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+      if (other.isSetMemberID()) {
+        this.memberID = org.apache.thrift.TBaseHelper.copyBinary(other.memberID);
+      }
+      this.maxMessages = other.maxMessages;
+      this.maxWaitMs = other.maxWaitMs;
+    }
+
+    @Override
+    public pullMessages_args deepCopy() {
+      return new pullMessages_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+      this.memberID = null;
+      setMaxMessagesIsSet(false);
+      this.maxMessages = 0;
+      setMaxWaitMsIsSet(false);
+      this.maxWaitMs = 0;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public pullMessages_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public pullMessages_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public pullMessages_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public pullMessages_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    public byte[] getMemberID() {
+      setMemberID(org.apache.thrift.TBaseHelper.rightSize(memberID));
+      return memberID == null ? null : memberID.array();
+    }
+
+    public java.nio.ByteBuffer bufferForMemberID() {
+      return org.apache.thrift.TBaseHelper.copyBinary(memberID);
+    }
+
+    public pullMessages_args setMemberID(byte[] memberID) {
+      this.memberID = memberID == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(memberID.clone());
+      return this;
+    }
+
+    public pullMessages_args setMemberID(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID) {
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      return this;
+    }
+
+    public void unsetMemberID() {
+      this.memberID = null;
+    }
+
+    /** Returns true if field memberID is set (has been assigned a value) and false otherwise */
+    public boolean isSetMemberID() {
+      return this.memberID != null;
+    }
+
+    public void setMemberIDIsSet(boolean value) {
+      if (!value) {
+        this.memberID = null;
+      }
+    }
+
+    public int getMaxMessages() {
+      return this.maxMessages;
+    }
+
+    public pullMessages_args setMaxMessages(int maxMessages) {
+      this.maxMessages = maxMessages;
+      setMaxMessagesIsSet(true);
+      return this;
+    }
+
+    public void unsetMaxMessages() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID);
+    }
+
+    /** Returns true if field maxMessages is set (has been assigned a value) and false otherwise */
+    public boolean isSetMaxMessages() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID);
+    }
+
+    public void setMaxMessagesIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID, value);
+    }
+
+    public int getMaxWaitMs() {
+      return this.maxWaitMs;
+    }
+
+    public pullMessages_args setMaxWaitMs(int maxWaitMs) {
+      this.maxWaitMs = maxWaitMs;
+      setMaxWaitMsIsSet(true);
+      return this;
+    }
+
+    public void unsetMaxWaitMs() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXWAITMS_ISSET_ID);
+    }
+
+    /** Returns true if field maxWaitMs is set (has been assigned a value) and false otherwise */
+    public boolean isSetMaxWaitMs() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXWAITMS_ISSET_ID);
+    }
+
+    public void setMaxWaitMsIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXWAITMS_ISSET_ID, value);
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MEMBER_ID:
+        if (value == null) {
+          unsetMemberID();
+        } else {
+          if (value instanceof byte[]) {
+            setMemberID((byte[])value);
+          } else {
+            setMemberID((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MAX_MESSAGES:
+        if (value == null) {
+          unsetMaxMessages();
+        } else {
+          setMaxMessages((java.lang.Integer)value);
+        }
+        break;
+
+      case MAX_WAIT_MS:
+        if (value == null) {
+          unsetMaxWaitMs();
+        } else {
+          setMaxWaitMs((java.lang.Integer)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      case MEMBER_ID:
+        return getMemberID();
+
+      case MAX_MESSAGES:
+        return getMaxMessages();
+
+      case MAX_WAIT_MS:
+        return getMaxWaitMs();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      case MEMBER_ID:
+        return isSetMemberID();
+      case MAX_MESSAGES:
+        return isSetMaxMessages();
+      case MAX_WAIT_MS:
+        return isSetMaxWaitMs();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof pullMessages_args)
+        return this.equals((pullMessages_args)that);
+      return false;
+    }
+
+    public boolean equals(pullMessages_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      boolean this_present_memberID = true && this.isSetMemberID();
+      boolean that_present_memberID = true && that.isSetMemberID();
+      if (this_present_memberID || that_present_memberID) {
+        if (!(this_present_memberID && that_present_memberID))
+          return false;
+        if (!this.memberID.equals(that.memberID))
+          return false;
+      }
+
+      boolean this_present_maxMessages = true;
+      boolean that_present_maxMessages = true;
+      if (this_present_maxMessages || that_present_maxMessages) {
+        if (!(this_present_maxMessages && that_present_maxMessages))
+          return false;
+        if (this.maxMessages != that.maxMessages)
+          return false;
+      }
+
+      boolean this_present_maxWaitMs = true;
+      boolean that_present_maxWaitMs = true;
+      if (this_present_maxWaitMs || that_present_maxWaitMs) {
+        if (!(this_present_maxWaitMs && that_present_maxWaitMs))
+          return false;
+        if (this.maxWaitMs != that.maxWaitMs)
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetMemberID()) ? 131071 : 524287);
+      if (isSetMemberID())
+        hashCode = hashCode * 8191 + memberID.hashCode();
+
+      hashCode = hashCode * 8191 + maxMessages;
+
+      hashCode = hashCode * 8191 + maxWaitMs;
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(pullMessages_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMemberID(), other.isSetMemberID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMemberID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.memberID, other.memberID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMaxMessages(), other.isSetMaxMessages());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMaxMessages()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxMessages, other.maxMessages);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMaxWaitMs(), other.isSetMaxWaitMs());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMaxWaitMs()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxWaitMs, other.maxWaitMs);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("pullMessages_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("memberID:");
+      if (this.memberID == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.memberID, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("maxMessages:");
+      sb.append(this.maxMessages);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("maxWaitMs:");
+      sb.append(this.maxWaitMs);
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class pullMessages_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public pullMessages_argsStandardScheme getScheme() {
+        return new pullMessages_argsStandardScheme();
+      }
+    }
+
+    private static class pullMessages_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<pullMessages_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, pullMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // MEMBER_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.memberID = iprot.readBinary();
+                struct.setMemberIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 4: // MAX_MESSAGES
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.maxMessages = iprot.readI32();
+                struct.setMaxMessagesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 5: // MAX_WAIT_MS
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.maxWaitMs = iprot.readI32();
+                struct.setMaxWaitMsIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, pullMessages_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.memberID != null) {
+          oprot.writeFieldBegin(MEMBER_ID_FIELD_DESC);
+          oprot.writeBinary(struct.memberID);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(MAX_MESSAGES_FIELD_DESC);
+        oprot.writeI32(struct.maxMessages);
+        oprot.writeFieldEnd();
+        oprot.writeFieldBegin(MAX_WAIT_MS_FIELD_DESC);
+        oprot.writeI32(struct.maxWaitMs);
+        oprot.writeFieldEnd();
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class pullMessages_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public pullMessages_argsTupleScheme getScheme() {
+        return new pullMessages_argsTupleScheme();
+      }
+    }
+
+    private static class pullMessages_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<pullMessages_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, pullMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        if (struct.isSetMemberID()) {
+          optionals.set(2);
+        }
+        if (struct.isSetMaxMessages()) {
+          optionals.set(3);
+        }
+        if (struct.isSetMaxWaitMs()) {
+          optionals.set(4);
+        }
+        oprot.writeBitSet(optionals, 5);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+        if (struct.isSetMemberID()) {
+          oprot.writeBinary(struct.memberID);
+        }
+        if (struct.isSetMaxMessages()) {
+          oprot.writeI32(struct.maxMessages);
+        }
+        if (struct.isSetMaxWaitMs()) {
+          oprot.writeI32(struct.maxWaitMs);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, pullMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(5);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.memberID = iprot.readBinary();
+          struct.setMemberIDIsSet(true);
+        }
+        if (incoming.get(3)) {
+          struct.maxMessages = iprot.readI32();
+          struct.setMaxMessagesIsSet(true);
+        }
+        if (incoming.get(4)) {
+          struct.maxWaitMs = iprot.readI32();
+          struct.setMaxWaitMsIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class pullMessages_result implements org.apache.thrift.TBase<pullMessages_result, pullMessages_result._Fields>, java.io.Serializable, Cloneable, Comparable<pullMessages_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("pullMessages_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new pullMessages_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new pullMessages_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(pullMessages_result.class, metaDataMap);
+    }
+
+    public pullMessages_result() {
+    }
+
+    public pullMessages_result(
+      java.util.List<TMessage> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public pullMessages_result(pullMessages_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TMessage> __this__success = new java.util.ArrayList<TMessage>(other.success.size());
+        for (TMessage other_element : other.success) {
+          __this__success.add(new TMessage(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public pullMessages_result deepCopy() {
+      return new pullMessages_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TMessage elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TMessage>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getSuccess() {
+      return this.success;
+    }
+
+    public pullMessages_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public pullMessages_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public pullMessages_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TMessage>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof pullMessages_result)
+        return this.equals((pullMessages_result)that);
+      return false;
+    }
+
+    public boolean equals(pullMessages_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(pullMessages_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("pullMessages_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class pullMessages_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public pullMessages_resultStandardScheme getScheme() {
+        return new pullMessages_resultStandardScheme();
+      }
+    }
+
+    private static class pullMessages_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<pullMessages_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, pullMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list200 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list200.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem201;
+                  for (int _i202 = 0; _i202 < _list200.size; ++_i202)
+                  {
+                    _elem201 = new TMessage();
+                    _elem201.read(iprot);
+                    struct.success.add(_elem201);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, pullMessages_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TMessage _iter203 : struct.success)
+            {
+              _iter203.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class pullMessages_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public pullMessages_resultTupleScheme getScheme() {
+        return new pullMessages_resultTupleScheme();
+      }
+    }
+
+    private static class pullMessages_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<pullMessages_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, pullMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TMessage _iter204 : struct.success)
+            {
+              _iter204.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, pullMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list205 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list205.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem206;
+            for (int _i207 = 0; _i207 < _list205.size; ++_i207)
+            {
+              _elem206 = new TMessage();
+              _elem206.read(iprot);
+              struct.success.add(_elem206);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class ackMessages_args implements org.apache.thrift.TBase<ackMessages_args, ackMessages_args._Fields>, java.io.Serializable, Cloneable, Comparable<ackMessages_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("ackMessages_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField MEMBER_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("memberID", org.apache.thrift.protocol.TType.STRING, (short)3);
+    private static final org.apache.thrift.protocol.TField UP_TO_FIELD_DESC = new org.apache.thrift.protocol.TField("upTo", org.apache.thrift.protocol.TType.LIST, (short)4);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new ackMessages_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new ackMessages_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID; // required
+    public @org.apache.thrift.annotation.Nullable java.util.List<TSubscribedPartition> upTo; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName"),
+      MEMBER_ID((short)3, "memberID"),
+      UP_TO((short)4, "upTo");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          case 3: // MEMBER_ID
+            return MEMBER_ID;
+          case 4: // UP_TO
+            return UP_TO;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MEMBER_ID, new org.apache.thrift.meta_data.FieldMetaData("memberID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.UP_TO, new org.apache.thrift.meta_data.FieldMetaData("upTo", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TSubscribedPartition.class))));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(ackMessages_args.class, metaDataMap);
+    }
+
+    public ackMessages_args() {
+    }
+
+    public ackMessages_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName,
+      java.nio.ByteBuffer memberID,
+      java.util.List<TSubscribedPartition> upTo)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      this.upTo = upTo;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public ackMessages_args(ackMessages_args other) {
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+      if (other.isSetMemberID()) {
+        this.memberID = org.apache.thrift.TBaseHelper.copyBinary(other.memberID);
+      }
+      if (other.isSetUpTo()) {
+        java.util.List<TSubscribedPartition> __this__upTo = new java.util.ArrayList<TSubscribedPartition>(other.upTo.size());
+        for (TSubscribedPartition other_element : other.upTo) {
+          __this__upTo.add(new TSubscribedPartition(other_element));
+        }
+        this.upTo = __this__upTo;
+      }
+    }
+
+    @Override
+    public ackMessages_args deepCopy() {
+      return new ackMessages_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+      this.memberID = null;
+      this.upTo = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public ackMessages_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public ackMessages_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public ackMessages_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public ackMessages_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    public byte[] getMemberID() {
+      setMemberID(org.apache.thrift.TBaseHelper.rightSize(memberID));
+      return memberID == null ? null : memberID.array();
+    }
+
+    public java.nio.ByteBuffer bufferForMemberID() {
+      return org.apache.thrift.TBaseHelper.copyBinary(memberID);
+    }
+
+    public ackMessages_args setMemberID(byte[] memberID) {
+      this.memberID = memberID == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(memberID.clone());
+      return this;
+    }
+
+    public ackMessages_args setMemberID(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID) {
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      return this;
+    }
+
+    public void unsetMemberID() {
+      this.memberID = null;
+    }
+
+    /** Returns true if field memberID is set (has been assigned a value) and false otherwise */
+    public boolean isSetMemberID() {
+      return this.memberID != null;
+    }
+
+    public void setMemberIDIsSet(boolean value) {
+      if (!value) {
+        this.memberID = null;
+      }
+    }
+
+    public int getUpToSize() {
+      return (this.upTo == null) ? 0 : this.upTo.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TSubscribedPartition> getUpToIterator() {
+      return (this.upTo == null) ? null : this.upTo.iterator();
+    }
+
+    public void addToUpTo(TSubscribedPartition elem) {
+      if (this.upTo == null) {
+        this.upTo = new java.util.ArrayList<TSubscribedPartition>();
+      }
+      this.upTo.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TSubscribedPartition> getUpTo() {
+      return this.upTo;
+    }
+
+    public ackMessages_args setUpTo(@org.apache.thrift.annotation.Nullable java.util.List<TSubscribedPartition> upTo) {
+      this.upTo = upTo;
+      return this;
+    }
+
+    public void unsetUpTo() {
+      this.upTo = null;
+    }
+
+    /** Returns true if field upTo is set (has been assigned a value) and false otherwise */
+    public boolean isSetUpTo() {
+      return this.upTo != null;
+    }
+
+    public void setUpToIsSet(boolean value) {
+      if (!value) {
+        this.upTo = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MEMBER_ID:
+        if (value == null) {
+          unsetMemberID();
+        } else {
+          if (value instanceof byte[]) {
+            setMemberID((byte[])value);
+          } else {
+            setMemberID((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case UP_TO:
+        if (value == null) {
+          unsetUpTo();
+        } else {
+          setUpTo((java.util.List<TSubscribedPartition>)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      case MEMBER_ID:
+        return getMemberID();
+
+      case UP_TO:
+        return getUpTo();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      case MEMBER_ID:
+        return isSetMemberID();
+      case UP_TO:
+        return isSetUpTo();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof ackMessages_args)
+        return this.equals((ackMessages_args)that);
+      return false;
+    }
+
+    public boolean equals(ackMessages_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      boolean this_present_memberID = true && this.isSetMemberID();
+      boolean that_present_memberID = true && that.isSetMemberID();
+      if (this_present_memberID || that_present_memberID) {
+        if (!(this_present_memberID && that_present_memberID))
+          return false;
+        if (!this.memberID.equals(that.memberID))
+          return false;
+      }
+
+      boolean this_present_upTo = true && this.isSetUpTo();
+      boolean that_present_upTo = true && that.isSetUpTo();
+      if (this_present_upTo || that_present_upTo) {
+        if (!(this_present_upTo && that_present_upTo))
+          return false;
+        if (!this.upTo.equals(that.upTo))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetMemberID()) ? 131071 : 524287);
+      if (isSetMemberID())
+        hashCode = hashCode * 8191 + memberID.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetUpTo()) ? 131071 : 524287);
+      if (isSetUpTo())
+        hashCode = hashCode * 8191 + upTo.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(ackMessages_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMemberID(), other.isSetMemberID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMemberID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.memberID, other.memberID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetUpTo(), other.isSetUpTo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetUpTo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.upTo, other.upTo);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("ackMessages_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("memberID:");
+      if (this.memberID == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.memberID, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("upTo:");
+      if (this.upTo == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.upTo);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class ackMessages_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public ackMessages_argsStandardScheme getScheme() {
+        return new ackMessages_argsStandardScheme();
+      }
+    }
+
+    private static class ackMessages_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<ackMessages_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, ackMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // MEMBER_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.memberID = iprot.readBinary();
+                struct.setMemberIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 4: // UP_TO
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list208 = iprot.readListBegin();
+                  struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list208.size);
+                  @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem209;
+                  for (int _i210 = 0; _i210 < _list208.size; ++_i210)
+                  {
+                    _elem209 = new TSubscribedPartition();
+                    _elem209.read(iprot);
+                    struct.upTo.add(_elem209);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setUpToIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, ackMessages_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.memberID != null) {
+          oprot.writeFieldBegin(MEMBER_ID_FIELD_DESC);
+          oprot.writeBinary(struct.memberID);
+          oprot.writeFieldEnd();
+        }
+        if (struct.upTo != null) {
+          oprot.writeFieldBegin(UP_TO_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.upTo.size()));
+            for (TSubscribedPartition _iter211 : struct.upTo)
+            {
+              _iter211.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class ackMessages_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public ackMessages_argsTupleScheme getScheme() {
+        return new ackMessages_argsTupleScheme();
+      }
+    }
+
+    private static class ackMessages_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<ackMessages_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, ackMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        if (struct.isSetMemberID()) {
+          optionals.set(2);
+        }
+        if (struct.isSetUpTo()) {
+          optionals.set(3);
+        }
+        oprot.writeBitSet(optionals, 4);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+        if (struct.isSetMemberID()) {
+          oprot.writeBinary(struct.memberID);
+        }
+        if (struct.isSetUpTo()) {
+          {
+            oprot.writeI32(struct.upTo.size());
+            for (TSubscribedPartition _iter212 : struct.upTo)
+            {
+              _iter212.write(oprot);
+            }
+          }
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, ackMessages_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(4);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.memberID = iprot.readBinary();
+          struct.setMemberIDIsSet(true);
+        }
+        if (incoming.get(3)) {
+          {
+            org.apache.thrift.protocol.TList _list213 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list213.size);
+            @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem214;
+            for (int _i215 = 0; _i215 < _list213.size; ++_i215)
+            {
+              _elem214 = new TSubscribedPartition();
+              _elem214.read(iprot);
+              struct.upTo.add(_elem214);
+            }
+          }
+          struct.setUpToIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class ackMessages_result implements org.apache.thrift.TBase<ackMessages_result, ackMessages_result._Fields>, java.io.Serializable, Cloneable, Comparable<ackMessages_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("ackMessages_result");
+
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new ackMessages_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new ackMessages_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(ackMessages_result.class, metaDataMap);
+    }
+
+    public ackMessages_result() {
+    }
+
+    public ackMessages_result(
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public ackMessages_result(ackMessages_result other) {
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public ackMessages_result deepCopy() {
+      return new ackMessages_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.io = null;
+      this.ia = null;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public ackMessages_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public ackMessages_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof ackMessages_result)
+        return this.equals((ackMessages_result)that);
+      return false;
+    }
+
+    public boolean equals(ackMessages_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(ackMessages_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("ackMessages_result(");
+      boolean first = true;
+
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class ackMessages_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public ackMessages_resultStandardScheme getScheme() {
+        return new ackMessages_resultStandardScheme();
+      }
+    }
+
+    private static class ackMessages_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<ackMessages_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, ackMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, ackMessages_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class ackMessages_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public ackMessages_resultTupleScheme getScheme() {
+        return new ackMessages_resultTupleScheme();
+      }
+    }
+
+    private static class ackMessages_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<ackMessages_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, ackMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetIo()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(1);
+        }
+        oprot.writeBitSet(optionals, 2);
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, ackMessages_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(2);
+        if (incoming.get(0)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class replayDeadLetters_args implements org.apache.thrift.TBase<replayDeadLetters_args, replayDeadLetters_args._Fields>, java.io.Serializable, Cloneable, Comparable<replayDeadLetters_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("replayDeadLetters_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new replayDeadLetters_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new replayDeadLetters_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(replayDeadLetters_args.class, metaDataMap);
+    }
+
+    public replayDeadLetters_args() {
+    }
+
+    public replayDeadLetters_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public replayDeadLetters_args(replayDeadLetters_args other) {
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+    }
+
+    @Override
+    public replayDeadLetters_args deepCopy() {
+      return new replayDeadLetters_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public replayDeadLetters_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public replayDeadLetters_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public replayDeadLetters_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public replayDeadLetters_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof replayDeadLetters_args)
+        return this.equals((replayDeadLetters_args)that);
+      return false;
+    }
+
+    public boolean equals(replayDeadLetters_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(replayDeadLetters_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("replayDeadLetters_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class replayDeadLetters_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public replayDeadLetters_argsStandardScheme getScheme() {
+        return new replayDeadLetters_argsStandardScheme();
+      }
+    }
+
+    private static class replayDeadLetters_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<replayDeadLetters_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, replayDeadLetters_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, replayDeadLetters_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class replayDeadLetters_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public replayDeadLetters_argsTupleScheme getScheme() {
+        return new replayDeadLetters_argsTupleScheme();
+      }
+    }
+
+    private static class replayDeadLetters_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<replayDeadLetters_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, replayDeadLetters_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        oprot.writeBitSet(optionals, 2);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, replayDeadLetters_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(2);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class replayDeadLetters_result implements org.apache.thrift.TBase<replayDeadLetters_result, replayDeadLetters_result._Fields>, java.io.Serializable, Cloneable, Comparable<replayDeadLetters_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("replayDeadLetters_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.I64, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new replayDeadLetters_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new replayDeadLetters_resultTupleSchemeFactory();
+
+    public long success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __SUCCESS_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I64)));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(replayDeadLetters_result.class, metaDataMap);
+    }
+
+    public replayDeadLetters_result() {
+    }
+
+    public replayDeadLetters_result(
+      long success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      setSuccessIsSet(true);
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public replayDeadLetters_result(replayDeadLetters_result other) {
+      __isset_bitfield = other.__isset_bitfield;
+      this.success = other.success;
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public replayDeadLetters_result deepCopy() {
+      return new replayDeadLetters_result(this);
+    }
+
+    @Override
+    public void clear() {
+      setSuccessIsSet(false);
+      this.success = 0;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public long getSuccess() {
+      return this.success;
+    }
+
+    public replayDeadLetters_result setSuccess(long success) {
+      this.success = success;
+      setSuccessIsSet(true);
+      return this;
+    }
+
+    public void unsetSuccess() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __SUCCESS_ISSET_ID);
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __SUCCESS_ISSET_ID);
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __SUCCESS_ISSET_ID, value);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public replayDeadLetters_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public replayDeadLetters_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.lang.Long)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof replayDeadLetters_result)
+        return this.equals((replayDeadLetters_result)that);
+      return false;
+    }
+
+    public boolean equals(replayDeadLetters_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true;
+      boolean that_present_success = true;
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (this.success != that.success)
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + org.apache.thrift.TBaseHelper.hashCode(success);
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(replayDeadLetters_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("replayDeadLetters_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      sb.append(this.success);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class replayDeadLetters_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public replayDeadLetters_resultStandardScheme getScheme() {
+        return new replayDeadLetters_resultStandardScheme();
+      }
+    }
+
+    private static class replayDeadLetters_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<replayDeadLetters_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, replayDeadLetters_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.I64) {
+                struct.success = iprot.readI64();
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, replayDeadLetters_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.isSetSuccess()) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          oprot.writeI64(struct.success);
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class replayDeadLetters_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public replayDeadLetters_resultTupleScheme getScheme() {
+        return new replayDeadLetters_resultTupleScheme();
+      }
+    }
+
+    private static class replayDeadLetters_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<replayDeadLetters_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, replayDeadLetters_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          oprot.writeI64(struct.success);
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, replayDeadLetters_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.success = iprot.readI64();
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
           struct.ia = new IllegalArgument();
           struct.ia.read(iprot);
           struct.setIaIsSet(true);

@@ -789,25 +789,25 @@ public class TGatewayInfo implements org.apache.thrift.TBase<TGatewayInfo, TGate
           case 6: // PARTITIONS
             if (schemeField.type == org.apache.thrift.protocol.TType.MAP) {
               {
-                org.apache.thrift.protocol.TMap _map50 = iprot.readMapBegin();
-                struct.partitions = new java.util.HashMap<java.nio.ByteBuffer,java.util.List<java.lang.Short>>(2*_map50.size);
-                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _key51;
-                @org.apache.thrift.annotation.Nullable java.util.List<java.lang.Short> _val52;
-                for (int _i53 = 0; _i53 < _map50.size; ++_i53)
+                org.apache.thrift.protocol.TMap _map76 = iprot.readMapBegin();
+                struct.partitions = new java.util.HashMap<java.nio.ByteBuffer,java.util.List<java.lang.Short>>(2*_map76.size);
+                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _key77;
+                @org.apache.thrift.annotation.Nullable java.util.List<java.lang.Short> _val78;
+                for (int _i79 = 0; _i79 < _map76.size; ++_i79)
                 {
-                  _key51 = iprot.readBinary();
+                  _key77 = iprot.readBinary();
                   {
-                    org.apache.thrift.protocol.TList _list54 = iprot.readListBegin();
-                    _val52 = new java.util.ArrayList<java.lang.Short>(_list54.size);
-                    short _elem55;
-                    for (int _i56 = 0; _i56 < _list54.size; ++_i56)
+                    org.apache.thrift.protocol.TList _list80 = iprot.readListBegin();
+                    _val78 = new java.util.ArrayList<java.lang.Short>(_list80.size);
+                    short _elem81;
+                    for (int _i82 = 0; _i82 < _list80.size; ++_i82)
                     {
-                      _elem55 = iprot.readI16();
-                      _val52.add(_elem55);
+                      _elem81 = iprot.readI16();
+                      _val78.add(_elem81);
                     }
                     iprot.readListEnd();
                   }
-                  struct.partitions.put(_key51, _val52);
+                  struct.partitions.put(_key77, _val78);
                 }
                 iprot.readMapEnd();
               }
@@ -866,14 +866,14 @@ public class TGatewayInfo implements org.apache.thrift.TBase<TGatewayInfo, TGate
           oprot.writeFieldBegin(PARTITIONS_FIELD_DESC);
           {
             oprot.writeMapBegin(new org.apache.thrift.protocol.TMap(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.LIST, struct.partitions.size()));
-            for (java.util.Map.Entry<java.nio.ByteBuffer, java.util.List<java.lang.Short>> _iter57 : struct.partitions.entrySet())
+            for (java.util.Map.Entry<java.nio.ByteBuffer, java.util.List<java.lang.Short>> _iter83 : struct.partitions.entrySet())
             {
-              oprot.writeBinary(_iter57.getKey());
+              oprot.writeBinary(_iter83.getKey());
               {
-                oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.I16, _iter57.getValue().size()));
-                for (short _iter58 : _iter57.getValue())
+                oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.I16, _iter83.getValue().size()));
+                for (short _iter84 : _iter83.getValue())
                 {
-                  oprot.writeI16(_iter58);
+                  oprot.writeI16(_iter84);
                 }
                 oprot.writeListEnd();
               }
@@ -939,14 +939,14 @@ public class TGatewayInfo implements org.apache.thrift.TBase<TGatewayInfo, TGate
       if (struct.isSetPartitions()) {
         {
           oprot.writeI32(struct.partitions.size());
-          for (java.util.Map.Entry<java.nio.ByteBuffer, java.util.List<java.lang.Short>> _iter59 : struct.partitions.entrySet())
+          for (java.util.Map.Entry<java.nio.ByteBuffer, java.util.List<java.lang.Short>> _iter85 : struct.partitions.entrySet())
           {
-            oprot.writeBinary(_iter59.getKey());
+            oprot.writeBinary(_iter85.getKey());
             {
-              oprot.writeI32(_iter59.getValue().size());
-              for (short _iter60 : _iter59.getValue())
+              oprot.writeI32(_iter85.getValue().size());
+              for (short _iter86 : _iter85.getValue())
               {
-                oprot.writeI16(_iter60);
+                oprot.writeI16(_iter86);
               }
             }
           }
@@ -980,24 +980,24 @@ public class TGatewayInfo implements org.apache.thrift.TBase<TGatewayInfo, TGate
       }
       if (incoming.get(5)) {
         {
-          org.apache.thrift.protocol.TMap _map61 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.LIST); 
-          struct.partitions = new java.util.HashMap<java.nio.ByteBuffer,java.util.List<java.lang.Short>>(2*_map61.size);
-          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _key62;
-          @org.apache.thrift.annotation.Nullable java.util.List<java.lang.Short> _val63;
-          for (int _i64 = 0; _i64 < _map61.size; ++_i64)
+          org.apache.thrift.protocol.TMap _map87 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.LIST); 
+          struct.partitions = new java.util.HashMap<java.nio.ByteBuffer,java.util.List<java.lang.Short>>(2*_map87.size);
+          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _key88;
+          @org.apache.thrift.annotation.Nullable java.util.List<java.lang.Short> _val89;
+          for (int _i90 = 0; _i90 < _map87.size; ++_i90)
           {
-            _key62 = iprot.readBinary();
+            _key88 = iprot.readBinary();
             {
-              org.apache.thrift.protocol.TList _list65 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
-              _val63 = new java.util.ArrayList<java.lang.Short>(_list65.size);
-              short _elem66;
-              for (int _i67 = 0; _i67 < _list65.size; ++_i67)
+              org.apache.thrift.protocol.TList _list91 = iprot.readListBegin(org.apache.thrift.protocol.TType.I16);
+              _val89 = new java.util.ArrayList<java.lang.Short>(_list91.size);
+              short _elem92;
+              for (int _i93 = 0; _i93 < _list91.size; ++_i93)
               {
-                _elem66 = iprot.readI16();
-                _val63.add(_elem66);
+                _elem92 = iprot.readI16();
+                _val89.add(_elem92);
               }
             }
-            struct.partitions.put(_key62, _val63);
+            struct.partitions.put(_key88, _val89);
           }
         }
         struct.setPartitionsIsSet(true);

@@ -17,6 +17,8 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
   private static final org.apache.thrift.protocol.TField PARTITION_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("partitionID", org.apache.thrift.protocol.TType.I16, (short)2);
   private static final org.apache.thrift.protocol.TField TOPIC_FIELD_DESC = new org.apache.thrift.protocol.TField("topic", org.apache.thrift.protocol.TType.STRING, (short)3);
   private static final org.apache.thrift.protocol.TField VALUE_FIELD_DESC = new org.apache.thrift.protocol.TField("value", org.apache.thrift.protocol.TType.STRING, (short)4);
+  private static final org.apache.thrift.protocol.TField KEY_FIELD_DESC = new org.apache.thrift.protocol.TField("key", org.apache.thrift.protocol.TType.STRING, (short)5);
+  private static final org.apache.thrift.protocol.TField PROPERTIES_FIELD_DESC = new org.apache.thrift.protocol.TField("properties", org.apache.thrift.protocol.TType.MAP, (short)6);
 
   private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new TMessageStandardSchemeFactory();
   private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new TMessageTupleSchemeFactory();
@@ -25,13 +27,29 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
   public short partitionID; // optional
   public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer topic; // required
   public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer value; // required
+  /**
+   * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+   */
+  public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer key; // optional
+  /**
+   * User properties; the gateway adds dlq.* to dead letters.
+   */
+  public @org.apache.thrift.annotation.Nullable java.util.Map<java.lang.String,java.nio.ByteBuffer> properties; // optional
 
   /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
   public enum _Fields implements org.apache.thrift.TFieldIdEnum {
     ID((short)1, "id"),
     PARTITION_ID((short)2, "partitionID"),
     TOPIC((short)3, "topic"),
-    VALUE((short)4, "value");
+    VALUE((short)4, "value"),
+    /**
+     * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+     */
+    KEY((short)5, "key"),
+    /**
+     * User properties; the gateway adds dlq.* to dead letters.
+     */
+    PROPERTIES((short)6, "properties");
 
     private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
 
@@ -55,6 +73,10 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
           return TOPIC;
         case 4: // VALUE
           return VALUE;
+        case 5: // KEY
+          return KEY;
+        case 6: // PROPERTIES
+          return PROPERTIES;
         default:
           return null;
       }
@@ -100,7 +122,7 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
   // isset id assignments
   private static final int __PARTITIONID_ISSET_ID = 0;
   private byte __isset_bitfield = 0;
-  private static final _Fields optionals[] = {_Fields.ID,_Fields.PARTITION_ID};
+  private static final _Fields optionals[] = {_Fields.ID,_Fields.PARTITION_ID,_Fields.KEY,_Fields.PROPERTIES};
   public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
   static {
     java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
@@ -112,6 +134,12 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
         new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING        , true)));
     tmpMap.put(_Fields.VALUE, new org.apache.thrift.meta_data.FieldMetaData("value", org.apache.thrift.TFieldRequirementType.DEFAULT, 
         new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING        , true)));
+    tmpMap.put(_Fields.KEY, new org.apache.thrift.meta_data.FieldMetaData("key", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING        , true)));
+    tmpMap.put(_Fields.PROPERTIES, new org.apache.thrift.meta_data.FieldMetaData("properties", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.MapMetaData(org.apache.thrift.protocol.TType.MAP, 
+            new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING), 
+            new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING            , true))));
     metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
     org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(TMessage.class, metaDataMap);
   }
@@ -143,6 +171,13 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
     if (other.isSetValue()) {
       this.value = org.apache.thrift.TBaseHelper.copyBinary(other.value);
     }
+    if (other.isSetKey()) {
+      this.key = org.apache.thrift.TBaseHelper.copyBinary(other.key);
+    }
+    if (other.isSetProperties()) {
+      java.util.Map<java.lang.String,java.nio.ByteBuffer> __this__properties = new java.util.HashMap<java.lang.String,java.nio.ByteBuffer>(other.properties);
+      this.properties = __this__properties;
+    }
   }
 
   @Override
@@ -157,6 +192,8 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
     this.partitionID = 0;
     this.topic = null;
     this.value = null;
+    this.key = null;
+    this.properties = null;
   }
 
   @org.apache.thrift.annotation.Nullable
@@ -275,6 +312,88 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
     }
   }
 
+  /**
+   * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+   */
+  public byte[] getKey() {
+    setKey(org.apache.thrift.TBaseHelper.rightSize(key));
+    return key == null ? null : key.array();
+  }
+
+  public java.nio.ByteBuffer bufferForKey() {
+    return org.apache.thrift.TBaseHelper.copyBinary(key);
+  }
+
+  /**
+   * Set by the producer (1..255 bytes): findMessagesByKey finds the message by it.
+   */
+  public TMessage setKey(byte[] key) {
+    this.key = key == null ? (java.nio.ByteBuffer)null   : java.nio.ByteBuffer.wrap(key.clone());
+    return this;
+  }
+
+  public TMessage setKey(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer key) {
+    this.key = org.apache.thrift.TBaseHelper.copyBinary(key);
+    return this;
+  }
+
+  public void unsetKey() {
+    this.key = null;
+  }
+
+  /** Returns true if field key is set (has been assigned a value) and false otherwise */
+  public boolean isSetKey() {
+    return this.key != null;
+  }
+
+  public void setKeyIsSet(boolean value) {
+    if (!value) {
+      this.key = null;
+    }
+  }
+
+  public int getPropertiesSize() {
+    return (this.properties == null) ? 0 : this.properties.size();
+  }
+
+  public void putToProperties(java.lang.String key, java.nio.ByteBuffer val) {
+    if (this.properties == null) {
+      this.properties = new java.util.HashMap<java.lang.String,java.nio.ByteBuffer>();
+    }
+    this.properties.put(key, val);
+  }
+
+  /**
+   * User properties; the gateway adds dlq.* to dead letters.
+   */
+  @org.apache.thrift.annotation.Nullable
+  public java.util.Map<java.lang.String,java.nio.ByteBuffer> getProperties() {
+    return this.properties;
+  }
+
+  /**
+   * User properties; the gateway adds dlq.* to dead letters.
+   */
+  public TMessage setProperties(@org.apache.thrift.annotation.Nullable java.util.Map<java.lang.String,java.nio.ByteBuffer> properties) {
+    this.properties = properties;
+    return this;
+  }
+
+  public void unsetProperties() {
+    this.properties = null;
+  }
+
+  /** Returns true if field properties is set (has been assigned a value) and false otherwise */
+  public boolean isSetProperties() {
+    return this.properties != null;
+  }
+
+  public void setPropertiesIsSet(boolean value) {
+    if (!value) {
+      this.properties = null;
+    }
+  }
+
   @Override
   public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
     switch (field) {
@@ -318,6 +437,26 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       }
       break;
 
+    case KEY:
+      if (value == null) {
+        unsetKey();
+      } else {
+        if (value instanceof byte[]) {
+          setKey((byte[])value);
+        } else {
+          setKey((java.nio.ByteBuffer)value);
+        }
+      }
+      break;
+
+    case PROPERTIES:
+      if (value == null) {
+        unsetProperties();
+      } else {
+        setProperties((java.util.Map<java.lang.String,java.nio.ByteBuffer>)value);
+      }
+      break;
+
     }
   }
 
@@ -336,6 +475,12 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
 
     case VALUE:
       return getValue();
+
+    case KEY:
+      return getKey();
+
+    case PROPERTIES:
+      return getProperties();
 
     }
     throw new java.lang.IllegalStateException();
@@ -357,6 +502,10 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       return isSetTopic();
     case VALUE:
       return isSetValue();
+    case KEY:
+      return isSetKey();
+    case PROPERTIES:
+      return isSetProperties();
     }
     throw new java.lang.IllegalStateException();
   }
@@ -410,6 +559,24 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
         return false;
     }
 
+    boolean this_present_key = true && this.isSetKey();
+    boolean that_present_key = true && that.isSetKey();
+    if (this_present_key || that_present_key) {
+      if (!(this_present_key && that_present_key))
+        return false;
+      if (!this.key.equals(that.key))
+        return false;
+    }
+
+    boolean this_present_properties = true && this.isSetProperties();
+    boolean that_present_properties = true && that.isSetProperties();
+    if (this_present_properties || that_present_properties) {
+      if (!(this_present_properties && that_present_properties))
+        return false;
+      if (!this.properties.equals(that.properties))
+        return false;
+    }
+
     return true;
   }
 
@@ -432,6 +599,14 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
     hashCode = hashCode * 8191 + ((isSetValue()) ? 131071 : 524287);
     if (isSetValue())
       hashCode = hashCode * 8191 + value.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetKey()) ? 131071 : 524287);
+    if (isSetKey())
+      hashCode = hashCode * 8191 + key.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetProperties()) ? 131071 : 524287);
+    if (isSetProperties())
+      hashCode = hashCode * 8191 + properties.hashCode();
 
     return hashCode;
   }
@@ -480,6 +655,26 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
     }
     if (isSetValue()) {
       lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.value, other.value);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetKey(), other.isSetKey());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetKey()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.key, other.key);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetProperties(), other.isSetProperties());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetProperties()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.properties, other.properties);
       if (lastComparison != 0) {
         return lastComparison;
       }
@@ -539,6 +734,26 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       org.apache.thrift.TBaseHelper.toString(this.value, sb);
     }
     first = false;
+    if (isSetKey()) {
+      if (!first) sb.append(", ");
+      sb.append("key:");
+      if (this.key == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.key, sb);
+      }
+      first = false;
+    }
+    if (isSetProperties()) {
+      if (!first) sb.append(", ");
+      sb.append("properties:");
+      if (this.properties == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.properties);
+      }
+      first = false;
+    }
     sb.append(")");
     return sb.toString();
   }
@@ -622,6 +837,34 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
               org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
             }
             break;
+          case 5: // KEY
+            if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+              struct.key = iprot.readBinary();
+              struct.setKeyIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 6: // PROPERTIES
+            if (schemeField.type == org.apache.thrift.protocol.TType.MAP) {
+              {
+                org.apache.thrift.protocol.TMap _map0 = iprot.readMapBegin();
+                struct.properties = new java.util.HashMap<java.lang.String,java.nio.ByteBuffer>(2*_map0.size);
+                @org.apache.thrift.annotation.Nullable java.lang.String _key1;
+                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _val2;
+                for (int _i3 = 0; _i3 < _map0.size; ++_i3)
+                {
+                  _key1 = iprot.readString();
+                  _val2 = iprot.readBinary();
+                  struct.properties.put(_key1, _val2);
+                }
+                iprot.readMapEnd();
+              }
+              struct.setPropertiesIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
           default:
             org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
         }
@@ -660,6 +903,28 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
         oprot.writeBinary(struct.value);
         oprot.writeFieldEnd();
       }
+      if (struct.key != null) {
+        if (struct.isSetKey()) {
+          oprot.writeFieldBegin(KEY_FIELD_DESC);
+          oprot.writeBinary(struct.key);
+          oprot.writeFieldEnd();
+        }
+      }
+      if (struct.properties != null) {
+        if (struct.isSetProperties()) {
+          oprot.writeFieldBegin(PROPERTIES_FIELD_DESC);
+          {
+            oprot.writeMapBegin(new org.apache.thrift.protocol.TMap(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING, struct.properties.size()));
+            for (java.util.Map.Entry<java.lang.String, java.nio.ByteBuffer> _iter4 : struct.properties.entrySet())
+            {
+              oprot.writeString(_iter4.getKey());
+              oprot.writeBinary(_iter4.getValue());
+            }
+            oprot.writeMapEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+      }
       oprot.writeFieldStop();
       oprot.writeStructEnd();
     }
@@ -691,7 +956,13 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       if (struct.isSetValue()) {
         optionals.set(3);
       }
-      oprot.writeBitSet(optionals, 4);
+      if (struct.isSetKey()) {
+        optionals.set(4);
+      }
+      if (struct.isSetProperties()) {
+        optionals.set(5);
+      }
+      oprot.writeBitSet(optionals, 6);
       if (struct.isSetId()) {
         struct.id.write(oprot);
       }
@@ -704,12 +975,25 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       if (struct.isSetValue()) {
         oprot.writeBinary(struct.value);
       }
+      if (struct.isSetKey()) {
+        oprot.writeBinary(struct.key);
+      }
+      if (struct.isSetProperties()) {
+        {
+          oprot.writeI32(struct.properties.size());
+          for (java.util.Map.Entry<java.lang.String, java.nio.ByteBuffer> _iter5 : struct.properties.entrySet())
+          {
+            oprot.writeString(_iter5.getKey());
+            oprot.writeBinary(_iter5.getValue());
+          }
+        }
+      }
     }
 
     @Override
     public void read(org.apache.thrift.protocol.TProtocol prot, TMessage struct) throws org.apache.thrift.TException {
       org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
-      java.util.BitSet incoming = iprot.readBitSet(4);
+      java.util.BitSet incoming = iprot.readBitSet(6);
       if (incoming.get(0)) {
         struct.id = new TMessageID();
         struct.id.read(iprot);
@@ -726,6 +1010,25 @@ public class TMessage implements org.apache.thrift.TBase<TMessage, TMessage._Fie
       if (incoming.get(3)) {
         struct.value = iprot.readBinary();
         struct.setValueIsSet(true);
+      }
+      if (incoming.get(4)) {
+        struct.key = iprot.readBinary();
+        struct.setKeyIsSet(true);
+      }
+      if (incoming.get(5)) {
+        {
+          org.apache.thrift.protocol.TMap _map6 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
+          struct.properties = new java.util.HashMap<java.lang.String,java.nio.ByteBuffer>(2*_map6.size);
+          @org.apache.thrift.annotation.Nullable java.lang.String _key7;
+          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _val8;
+          for (int _i9 = 0; _i9 < _map6.size; ++_i9)
+          {
+            _key7 = iprot.readString();
+            _val8 = iprot.readBinary();
+            struct.properties.put(_key7, _val8);
+          }
+        }
+        struct.setPropertiesIsSet(true);
       }
     }
   }

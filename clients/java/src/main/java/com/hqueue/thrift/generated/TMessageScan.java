@@ -681,13 +681,13 @@ public class TMessageScan implements org.apache.thrift.TBase<TMessageScan, TMess
           case 3: // TOPICS
             if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
               {
-                org.apache.thrift.protocol.TList _list0 = iprot.readListBegin();
-                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list0.size);
-                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem1;
-                for (int _i2 = 0; _i2 < _list0.size; ++_i2)
+                org.apache.thrift.protocol.TList _list10 = iprot.readListBegin();
+                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list10.size);
+                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem11;
+                for (int _i12 = 0; _i12 < _list10.size; ++_i12)
                 {
-                  _elem1 = iprot.readBinary();
-                  struct.topics.add(_elem1);
+                  _elem11 = iprot.readBinary();
+                  struct.topics.add(_elem11);
                 }
                 iprot.readListEnd();
               }
@@ -747,9 +747,9 @@ public class TMessageScan implements org.apache.thrift.TBase<TMessageScan, TMess
           oprot.writeFieldBegin(TOPICS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRING, struct.topics.size()));
-            for (java.nio.ByteBuffer _iter3 : struct.topics)
+            for (java.nio.ByteBuffer _iter13 : struct.topics)
             {
-              oprot.writeBinary(_iter3);
+              oprot.writeBinary(_iter13);
             }
             oprot.writeListEnd();
           }
@@ -810,9 +810,9 @@ public class TMessageScan implements org.apache.thrift.TBase<TMessageScan, TMess
       if (struct.isSetTopics()) {
         {
           oprot.writeI32(struct.topics.size());
-          for (java.nio.ByteBuffer _iter4 : struct.topics)
+          for (java.nio.ByteBuffer _iter14 : struct.topics)
           {
-            oprot.writeBinary(_iter4);
+            oprot.writeBinary(_iter14);
           }
         }
       }
@@ -840,13 +840,13 @@ public class TMessageScan implements org.apache.thrift.TBase<TMessageScan, TMess
       }
       if (incoming.get(2)) {
         {
-          org.apache.thrift.protocol.TList _list5 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
-          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list5.size);
-          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem6;
-          for (int _i7 = 0; _i7 < _list5.size; ++_i7)
+          org.apache.thrift.protocol.TList _list15 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
+          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list15.size);
+          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem16;
+          for (int _i17 = 0; _i17 < _list15.size; ++_i17)
           {
-            _elem6 = iprot.readBinary();
-            struct.topics.add(_elem6);
+            _elem16 = iprot.readBinary();
+            struct.topics.add(_elem16);
           }
         }
         struct.setTopicsIsSet(true);

@@ -685,15 +685,15 @@ public class TQueueInfo implements org.apache.thrift.TBase<TQueueInfo, TQueueInf
           case 5: // CONFIG
             if (schemeField.type == org.apache.thrift.protocol.TType.MAP) {
               {
-                org.apache.thrift.protocol.TMap _map8 = iprot.readMapBegin();
-                struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map8.size);
-                @org.apache.thrift.annotation.Nullable java.lang.String _key9;
-                @org.apache.thrift.annotation.Nullable java.lang.String _val10;
-                for (int _i11 = 0; _i11 < _map8.size; ++_i11)
+                org.apache.thrift.protocol.TMap _map18 = iprot.readMapBegin();
+                struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map18.size);
+                @org.apache.thrift.annotation.Nullable java.lang.String _key19;
+                @org.apache.thrift.annotation.Nullable java.lang.String _val20;
+                for (int _i21 = 0; _i21 < _map18.size; ++_i21)
                 {
-                  _key9 = iprot.readString();
-                  _val10 = iprot.readString();
-                  struct.config.put(_key9, _val10);
+                  _key19 = iprot.readString();
+                  _val20 = iprot.readString();
+                  struct.config.put(_key19, _val20);
                 }
                 iprot.readMapEnd();
               }
@@ -736,10 +736,10 @@ public class TQueueInfo implements org.apache.thrift.TBase<TQueueInfo, TQueueInf
         oprot.writeFieldBegin(CONFIG_FIELD_DESC);
         {
           oprot.writeMapBegin(new org.apache.thrift.protocol.TMap(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING, struct.config.size()));
-          for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter12 : struct.config.entrySet())
+          for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter22 : struct.config.entrySet())
           {
-            oprot.writeString(_iter12.getKey());
-            oprot.writeString(_iter12.getValue());
+            oprot.writeString(_iter22.getKey());
+            oprot.writeString(_iter22.getValue());
           }
           oprot.writeMapEnd();
         }
@@ -795,10 +795,10 @@ public class TQueueInfo implements org.apache.thrift.TBase<TQueueInfo, TQueueInf
       if (struct.isSetConfig()) {
         {
           oprot.writeI32(struct.config.size());
-          for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter13 : struct.config.entrySet())
+          for (java.util.Map.Entry<java.lang.String, java.lang.String> _iter23 : struct.config.entrySet())
           {
-            oprot.writeString(_iter13.getKey());
-            oprot.writeString(_iter13.getValue());
+            oprot.writeString(_iter23.getKey());
+            oprot.writeString(_iter23.getValue());
           }
         }
       }
@@ -826,15 +826,15 @@ public class TQueueInfo implements org.apache.thrift.TBase<TQueueInfo, TQueueInf
       }
       if (incoming.get(4)) {
         {
-          org.apache.thrift.protocol.TMap _map14 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
-          struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map14.size);
-          @org.apache.thrift.annotation.Nullable java.lang.String _key15;
-          @org.apache.thrift.annotation.Nullable java.lang.String _val16;
-          for (int _i17 = 0; _i17 < _map14.size; ++_i17)
+          org.apache.thrift.protocol.TMap _map24 = iprot.readMapBegin(org.apache.thrift.protocol.TType.STRING, org.apache.thrift.protocol.TType.STRING); 
+          struct.config = new java.util.HashMap<java.lang.String,java.lang.String>(2*_map24.size);
+          @org.apache.thrift.annotation.Nullable java.lang.String _key25;
+          @org.apache.thrift.annotation.Nullable java.lang.String _val26;
+          for (int _i27 = 0; _i27 < _map24.size; ++_i27)
           {
-            _key15 = iprot.readString();
-            _val16 = iprot.readString();
-            struct.config.put(_key15, _val16);
+            _key25 = iprot.readString();
+            _val26 = iprot.readString();
+            struct.config.put(_key25, _val26);
           }
         }
         struct.setConfigIsSet(true);

@@ -17,6 +17,10 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
   private static final org.apache.thrift.protocol.TField ADDRESS_FIELD_DESC = new org.apache.thrift.protocol.TField("address", org.apache.thrift.protocol.TType.STRING, (short)2);
   private static final org.apache.thrift.protocol.TField TOPICS_FIELD_DESC = new org.apache.thrift.protocol.TField("topics", org.apache.thrift.protocol.TType.LIST, (short)3);
   private static final org.apache.thrift.protocol.TField PARTITIONS_FIELD_DESC = new org.apache.thrift.protocol.TField("partitions", org.apache.thrift.protocol.TType.LIST, (short)4);
+  private static final org.apache.thrift.protocol.TField MEMBERS_FIELD_DESC = new org.apache.thrift.protocol.TField("members", org.apache.thrift.protocol.TType.LIST, (short)5);
+  private static final org.apache.thrift.protocol.TField DEAD_LETTERS_FIELD_DESC = new org.apache.thrift.protocol.TField("deadLetters", org.apache.thrift.protocol.TType.I64, (short)6);
+  private static final org.apache.thrift.protocol.TField SHARED_FIELD_DESC = new org.apache.thrift.protocol.TField("shared", org.apache.thrift.protocol.TType.BOOL, (short)7);
+  private static final org.apache.thrift.protocol.TField RETRY_POLICY_FIELD_DESC = new org.apache.thrift.protocol.TField("retryPolicy", org.apache.thrift.protocol.TType.STRUCT, (short)8);
 
   private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new TSubscriberInfoStandardSchemeFactory();
   private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new TSubscriberInfoTupleSchemeFactory();
@@ -25,13 +29,33 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
   public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer address; // optional
   public @org.apache.thrift.annotation.Nullable java.util.List<java.nio.ByteBuffer> topics; // required
   public @org.apache.thrift.annotation.Nullable java.util.List<TPartitionProgress> partitions; // required
+  /**
+   * The live members of a shared subscriber (or the one live registration) and their partitions.
+   */
+  public @org.apache.thrift.annotation.Nullable java.util.List<TGroupMember> members; // optional
+  /**
+   * Messages in the subscriber's dead-letter queue.
+   */
+  public long deadLetters; // optional
+  public boolean shared; // optional
+  public @org.apache.thrift.annotation.Nullable TRetryPolicy retryPolicy; // optional
 
   /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
   public enum _Fields implements org.apache.thrift.TFieldIdEnum {
     NAME((short)1, "name"),
     ADDRESS((short)2, "address"),
     TOPICS((short)3, "topics"),
-    PARTITIONS((short)4, "partitions");
+    PARTITIONS((short)4, "partitions"),
+    /**
+     * The live members of a shared subscriber (or the one live registration) and their partitions.
+     */
+    MEMBERS((short)5, "members"),
+    /**
+     * Messages in the subscriber's dead-letter queue.
+     */
+    DEAD_LETTERS((short)6, "deadLetters"),
+    SHARED((short)7, "shared"),
+    RETRY_POLICY((short)8, "retryPolicy");
 
     private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
 
@@ -55,6 +79,14 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
           return TOPICS;
         case 4: // PARTITIONS
           return PARTITIONS;
+        case 5: // MEMBERS
+          return MEMBERS;
+        case 6: // DEAD_LETTERS
+          return DEAD_LETTERS;
+        case 7: // SHARED
+          return SHARED;
+        case 8: // RETRY_POLICY
+          return RETRY_POLICY;
         default:
           return null;
       }
@@ -98,7 +130,10 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
   }
 
   // isset id assignments
-  private static final _Fields optionals[] = {_Fields.ADDRESS};
+  private static final int __DEADLETTERS_ISSET_ID = 0;
+  private static final int __SHARED_ISSET_ID = 1;
+  private byte __isset_bitfield = 0;
+  private static final _Fields optionals[] = {_Fields.ADDRESS,_Fields.MEMBERS,_Fields.DEAD_LETTERS,_Fields.SHARED,_Fields.RETRY_POLICY};
   public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
   static {
     java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
@@ -112,6 +147,15 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
     tmpMap.put(_Fields.PARTITIONS, new org.apache.thrift.meta_data.FieldMetaData("partitions", org.apache.thrift.TFieldRequirementType.DEFAULT, 
         new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
             new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TPartitionProgress.class))));
+    tmpMap.put(_Fields.MEMBERS, new org.apache.thrift.meta_data.FieldMetaData("members", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+            new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TGroupMember.class))));
+    tmpMap.put(_Fields.DEAD_LETTERS, new org.apache.thrift.meta_data.FieldMetaData("deadLetters", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I64)));
+    tmpMap.put(_Fields.SHARED, new org.apache.thrift.meta_data.FieldMetaData("shared", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.BOOL)));
+    tmpMap.put(_Fields.RETRY_POLICY, new org.apache.thrift.meta_data.FieldMetaData("retryPolicy", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TRetryPolicy.class)));
     metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
     org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(TSubscriberInfo.class, metaDataMap);
   }
@@ -134,6 +178,7 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
    * Performs a deep copy on <i>other</i>.
    */
   public TSubscriberInfo(TSubscriberInfo other) {
+    __isset_bitfield = other.__isset_bitfield;
     if (other.isSetName()) {
       this.name = org.apache.thrift.TBaseHelper.copyBinary(other.name);
     }
@@ -154,6 +199,18 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       }
       this.partitions = __this__partitions;
     }
+    if (other.isSetMembers()) {
+      java.util.List<TGroupMember> __this__members = new java.util.ArrayList<TGroupMember>(other.members.size());
+      for (TGroupMember other_element : other.members) {
+        __this__members.add(new TGroupMember(other_element));
+      }
+      this.members = __this__members;
+    }
+    this.deadLetters = other.deadLetters;
+    this.shared = other.shared;
+    if (other.isSetRetryPolicy()) {
+      this.retryPolicy = new TRetryPolicy(other.retryPolicy);
+    }
   }
 
   @Override
@@ -167,6 +224,12 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
     this.address = null;
     this.topics = null;
     this.partitions = null;
+    this.members = null;
+    setDeadLettersIsSet(false);
+    this.deadLetters = 0;
+    setSharedIsSet(false);
+    this.shared = false;
+    this.retryPolicy = null;
   }
 
   public byte[] getName() {
@@ -319,6 +382,130 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
     }
   }
 
+  public int getMembersSize() {
+    return (this.members == null) ? 0 : this.members.size();
+  }
+
+  @org.apache.thrift.annotation.Nullable
+  public java.util.Iterator<TGroupMember> getMembersIterator() {
+    return (this.members == null) ? null : this.members.iterator();
+  }
+
+  public void addToMembers(TGroupMember elem) {
+    if (this.members == null) {
+      this.members = new java.util.ArrayList<TGroupMember>();
+    }
+    this.members.add(elem);
+  }
+
+  /**
+   * The live members of a shared subscriber (or the one live registration) and their partitions.
+   */
+  @org.apache.thrift.annotation.Nullable
+  public java.util.List<TGroupMember> getMembers() {
+    return this.members;
+  }
+
+  /**
+   * The live members of a shared subscriber (or the one live registration) and their partitions.
+   */
+  public TSubscriberInfo setMembers(@org.apache.thrift.annotation.Nullable java.util.List<TGroupMember> members) {
+    this.members = members;
+    return this;
+  }
+
+  public void unsetMembers() {
+    this.members = null;
+  }
+
+  /** Returns true if field members is set (has been assigned a value) and false otherwise */
+  public boolean isSetMembers() {
+    return this.members != null;
+  }
+
+  public void setMembersIsSet(boolean value) {
+    if (!value) {
+      this.members = null;
+    }
+  }
+
+  /**
+   * Messages in the subscriber's dead-letter queue.
+   */
+  public long getDeadLetters() {
+    return this.deadLetters;
+  }
+
+  /**
+   * Messages in the subscriber's dead-letter queue.
+   */
+  public TSubscriberInfo setDeadLetters(long deadLetters) {
+    this.deadLetters = deadLetters;
+    setDeadLettersIsSet(true);
+    return this;
+  }
+
+  public void unsetDeadLetters() {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __DEADLETTERS_ISSET_ID);
+  }
+
+  /** Returns true if field deadLetters is set (has been assigned a value) and false otherwise */
+  public boolean isSetDeadLetters() {
+    return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __DEADLETTERS_ISSET_ID);
+  }
+
+  public void setDeadLettersIsSet(boolean value) {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __DEADLETTERS_ISSET_ID, value);
+  }
+
+  public boolean isShared() {
+    return this.shared;
+  }
+
+  public TSubscriberInfo setShared(boolean shared) {
+    this.shared = shared;
+    setSharedIsSet(true);
+    return this;
+  }
+
+  public void unsetShared() {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __SHARED_ISSET_ID);
+  }
+
+  /** Returns true if field shared is set (has been assigned a value) and false otherwise */
+  public boolean isSetShared() {
+    return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __SHARED_ISSET_ID);
+  }
+
+  public void setSharedIsSet(boolean value) {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __SHARED_ISSET_ID, value);
+  }
+
+  @org.apache.thrift.annotation.Nullable
+  public TRetryPolicy getRetryPolicy() {
+    return this.retryPolicy;
+  }
+
+  public TSubscriberInfo setRetryPolicy(@org.apache.thrift.annotation.Nullable TRetryPolicy retryPolicy) {
+    this.retryPolicy = retryPolicy;
+    return this;
+  }
+
+  public void unsetRetryPolicy() {
+    this.retryPolicy = null;
+  }
+
+  /** Returns true if field retryPolicy is set (has been assigned a value) and false otherwise */
+  public boolean isSetRetryPolicy() {
+    return this.retryPolicy != null;
+  }
+
+  public void setRetryPolicyIsSet(boolean value) {
+    if (!value) {
+      this.retryPolicy = null;
+    }
+  }
+
   @Override
   public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
     switch (field) {
@@ -362,6 +549,38 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       }
       break;
 
+    case MEMBERS:
+      if (value == null) {
+        unsetMembers();
+      } else {
+        setMembers((java.util.List<TGroupMember>)value);
+      }
+      break;
+
+    case DEAD_LETTERS:
+      if (value == null) {
+        unsetDeadLetters();
+      } else {
+        setDeadLetters((java.lang.Long)value);
+      }
+      break;
+
+    case SHARED:
+      if (value == null) {
+        unsetShared();
+      } else {
+        setShared((java.lang.Boolean)value);
+      }
+      break;
+
+    case RETRY_POLICY:
+      if (value == null) {
+        unsetRetryPolicy();
+      } else {
+        setRetryPolicy((TRetryPolicy)value);
+      }
+      break;
+
     }
   }
 
@@ -380,6 +599,18 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
 
     case PARTITIONS:
       return getPartitions();
+
+    case MEMBERS:
+      return getMembers();
+
+    case DEAD_LETTERS:
+      return getDeadLetters();
+
+    case SHARED:
+      return isShared();
+
+    case RETRY_POLICY:
+      return getRetryPolicy();
 
     }
     throw new java.lang.IllegalStateException();
@@ -401,6 +632,14 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       return isSetTopics();
     case PARTITIONS:
       return isSetPartitions();
+    case MEMBERS:
+      return isSetMembers();
+    case DEAD_LETTERS:
+      return isSetDeadLetters();
+    case SHARED:
+      return isSetShared();
+    case RETRY_POLICY:
+      return isSetRetryPolicy();
     }
     throw new java.lang.IllegalStateException();
   }
@@ -454,6 +693,42 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
         return false;
     }
 
+    boolean this_present_members = true && this.isSetMembers();
+    boolean that_present_members = true && that.isSetMembers();
+    if (this_present_members || that_present_members) {
+      if (!(this_present_members && that_present_members))
+        return false;
+      if (!this.members.equals(that.members))
+        return false;
+    }
+
+    boolean this_present_deadLetters = true && this.isSetDeadLetters();
+    boolean that_present_deadLetters = true && that.isSetDeadLetters();
+    if (this_present_deadLetters || that_present_deadLetters) {
+      if (!(this_present_deadLetters && that_present_deadLetters))
+        return false;
+      if (this.deadLetters != that.deadLetters)
+        return false;
+    }
+
+    boolean this_present_shared = true && this.isSetShared();
+    boolean that_present_shared = true && that.isSetShared();
+    if (this_present_shared || that_present_shared) {
+      if (!(this_present_shared && that_present_shared))
+        return false;
+      if (this.shared != that.shared)
+        return false;
+    }
+
+    boolean this_present_retryPolicy = true && this.isSetRetryPolicy();
+    boolean that_present_retryPolicy = true && that.isSetRetryPolicy();
+    if (this_present_retryPolicy || that_present_retryPolicy) {
+      if (!(this_present_retryPolicy && that_present_retryPolicy))
+        return false;
+      if (!this.retryPolicy.equals(that.retryPolicy))
+        return false;
+    }
+
     return true;
   }
 
@@ -476,6 +751,22 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
     hashCode = hashCode * 8191 + ((isSetPartitions()) ? 131071 : 524287);
     if (isSetPartitions())
       hashCode = hashCode * 8191 + partitions.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetMembers()) ? 131071 : 524287);
+    if (isSetMembers())
+      hashCode = hashCode * 8191 + members.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetDeadLetters()) ? 131071 : 524287);
+    if (isSetDeadLetters())
+      hashCode = hashCode * 8191 + org.apache.thrift.TBaseHelper.hashCode(deadLetters);
+
+    hashCode = hashCode * 8191 + ((isSetShared()) ? 131071 : 524287);
+    if (isSetShared())
+      hashCode = hashCode * 8191 + ((shared) ? 131071 : 524287);
+
+    hashCode = hashCode * 8191 + ((isSetRetryPolicy()) ? 131071 : 524287);
+    if (isSetRetryPolicy())
+      hashCode = hashCode * 8191 + retryPolicy.hashCode();
 
     return hashCode;
   }
@@ -524,6 +815,46 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
     }
     if (isSetPartitions()) {
       lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.partitions, other.partitions);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetMembers(), other.isSetMembers());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetMembers()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.members, other.members);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetDeadLetters(), other.isSetDeadLetters());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetDeadLetters()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.deadLetters, other.deadLetters);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetShared(), other.isSetShared());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetShared()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.shared, other.shared);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetRetryPolicy(), other.isSetRetryPolicy());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetRetryPolicy()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.retryPolicy, other.retryPolicy);
       if (lastComparison != 0) {
         return lastComparison;
       }
@@ -585,6 +916,38 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       sb.append(this.partitions);
     }
     first = false;
+    if (isSetMembers()) {
+      if (!first) sb.append(", ");
+      sb.append("members:");
+      if (this.members == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.members);
+      }
+      first = false;
+    }
+    if (isSetDeadLetters()) {
+      if (!first) sb.append(", ");
+      sb.append("deadLetters:");
+      sb.append(this.deadLetters);
+      first = false;
+    }
+    if (isSetShared()) {
+      if (!first) sb.append(", ");
+      sb.append("shared:");
+      sb.append(this.shared);
+      first = false;
+    }
+    if (isSetRetryPolicy()) {
+      if (!first) sb.append(", ");
+      sb.append("retryPolicy:");
+      if (this.retryPolicy == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.retryPolicy);
+      }
+      first = false;
+    }
     sb.append(")");
     return sb.toString();
   }
@@ -592,6 +955,9 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
   public void validate() throws org.apache.thrift.TException {
     // check for required fields
     // check for sub-struct validity
+    if (retryPolicy != null) {
+      retryPolicy.validate();
+    }
   }
 
   private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
@@ -604,6 +970,8 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
 
   private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
     try {
+      // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+      __isset_bitfield = 0;
       read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
     } catch (org.apache.thrift.TException te) {
       throw new java.io.IOException(te);
@@ -649,13 +1017,13 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
           case 3: // TOPICS
             if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
               {
-                org.apache.thrift.protocol.TList _list34 = iprot.readListBegin();
-                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list34.size);
-                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem35;
-                for (int _i36 = 0; _i36 < _list34.size; ++_i36)
+                org.apache.thrift.protocol.TList _list52 = iprot.readListBegin();
+                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list52.size);
+                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem53;
+                for (int _i54 = 0; _i54 < _list52.size; ++_i54)
                 {
-                  _elem35 = iprot.readBinary();
-                  struct.topics.add(_elem35);
+                  _elem53 = iprot.readBinary();
+                  struct.topics.add(_elem53);
                 }
                 iprot.readListEnd();
               }
@@ -667,18 +1035,62 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
           case 4: // PARTITIONS
             if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
               {
-                org.apache.thrift.protocol.TList _list37 = iprot.readListBegin();
-                struct.partitions = new java.util.ArrayList<TPartitionProgress>(_list37.size);
-                @org.apache.thrift.annotation.Nullable TPartitionProgress _elem38;
-                for (int _i39 = 0; _i39 < _list37.size; ++_i39)
+                org.apache.thrift.protocol.TList _list55 = iprot.readListBegin();
+                struct.partitions = new java.util.ArrayList<TPartitionProgress>(_list55.size);
+                @org.apache.thrift.annotation.Nullable TPartitionProgress _elem56;
+                for (int _i57 = 0; _i57 < _list55.size; ++_i57)
                 {
-                  _elem38 = new TPartitionProgress();
-                  _elem38.read(iprot);
-                  struct.partitions.add(_elem38);
+                  _elem56 = new TPartitionProgress();
+                  _elem56.read(iprot);
+                  struct.partitions.add(_elem56);
                 }
                 iprot.readListEnd();
               }
               struct.setPartitionsIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 5: // MEMBERS
+            if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+              {
+                org.apache.thrift.protocol.TList _list58 = iprot.readListBegin();
+                struct.members = new java.util.ArrayList<TGroupMember>(_list58.size);
+                @org.apache.thrift.annotation.Nullable TGroupMember _elem59;
+                for (int _i60 = 0; _i60 < _list58.size; ++_i60)
+                {
+                  _elem59 = new TGroupMember();
+                  _elem59.read(iprot);
+                  struct.members.add(_elem59);
+                }
+                iprot.readListEnd();
+              }
+              struct.setMembersIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 6: // DEAD_LETTERS
+            if (schemeField.type == org.apache.thrift.protocol.TType.I64) {
+              struct.deadLetters = iprot.readI64();
+              struct.setDeadLettersIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 7: // SHARED
+            if (schemeField.type == org.apache.thrift.protocol.TType.BOOL) {
+              struct.shared = iprot.readBool();
+              struct.setSharedIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 8: // RETRY_POLICY
+            if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+              struct.retryPolicy = new TRetryPolicy();
+              struct.retryPolicy.read(iprot);
+              struct.setRetryPolicyIsSet(true);
             } else { 
               org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
             }
@@ -715,9 +1127,9 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
         oprot.writeFieldBegin(TOPICS_FIELD_DESC);
         {
           oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRING, struct.topics.size()));
-          for (java.nio.ByteBuffer _iter40 : struct.topics)
+          for (java.nio.ByteBuffer _iter61 : struct.topics)
           {
-            oprot.writeBinary(_iter40);
+            oprot.writeBinary(_iter61);
           }
           oprot.writeListEnd();
         }
@@ -727,13 +1139,44 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
         oprot.writeFieldBegin(PARTITIONS_FIELD_DESC);
         {
           oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.partitions.size()));
-          for (TPartitionProgress _iter41 : struct.partitions)
+          for (TPartitionProgress _iter62 : struct.partitions)
           {
-            _iter41.write(oprot);
+            _iter62.write(oprot);
           }
           oprot.writeListEnd();
         }
         oprot.writeFieldEnd();
+      }
+      if (struct.members != null) {
+        if (struct.isSetMembers()) {
+          oprot.writeFieldBegin(MEMBERS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.members.size()));
+            for (TGroupMember _iter63 : struct.members)
+            {
+              _iter63.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+      }
+      if (struct.isSetDeadLetters()) {
+        oprot.writeFieldBegin(DEAD_LETTERS_FIELD_DESC);
+        oprot.writeI64(struct.deadLetters);
+        oprot.writeFieldEnd();
+      }
+      if (struct.isSetShared()) {
+        oprot.writeFieldBegin(SHARED_FIELD_DESC);
+        oprot.writeBool(struct.shared);
+        oprot.writeFieldEnd();
+      }
+      if (struct.retryPolicy != null) {
+        if (struct.isSetRetryPolicy()) {
+          oprot.writeFieldBegin(RETRY_POLICY_FIELD_DESC);
+          struct.retryPolicy.write(oprot);
+          oprot.writeFieldEnd();
+        }
       }
       oprot.writeFieldStop();
       oprot.writeStructEnd();
@@ -766,7 +1209,19 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       if (struct.isSetPartitions()) {
         optionals.set(3);
       }
-      oprot.writeBitSet(optionals, 4);
+      if (struct.isSetMembers()) {
+        optionals.set(4);
+      }
+      if (struct.isSetDeadLetters()) {
+        optionals.set(5);
+      }
+      if (struct.isSetShared()) {
+        optionals.set(6);
+      }
+      if (struct.isSetRetryPolicy()) {
+        optionals.set(7);
+      }
+      oprot.writeBitSet(optionals, 8);
       if (struct.isSetName()) {
         oprot.writeBinary(struct.name);
       }
@@ -776,27 +1231,45 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       if (struct.isSetTopics()) {
         {
           oprot.writeI32(struct.topics.size());
-          for (java.nio.ByteBuffer _iter42 : struct.topics)
+          for (java.nio.ByteBuffer _iter64 : struct.topics)
           {
-            oprot.writeBinary(_iter42);
+            oprot.writeBinary(_iter64);
           }
         }
       }
       if (struct.isSetPartitions()) {
         {
           oprot.writeI32(struct.partitions.size());
-          for (TPartitionProgress _iter43 : struct.partitions)
+          for (TPartitionProgress _iter65 : struct.partitions)
           {
-            _iter43.write(oprot);
+            _iter65.write(oprot);
           }
         }
+      }
+      if (struct.isSetMembers()) {
+        {
+          oprot.writeI32(struct.members.size());
+          for (TGroupMember _iter66 : struct.members)
+          {
+            _iter66.write(oprot);
+          }
+        }
+      }
+      if (struct.isSetDeadLetters()) {
+        oprot.writeI64(struct.deadLetters);
+      }
+      if (struct.isSetShared()) {
+        oprot.writeBool(struct.shared);
+      }
+      if (struct.isSetRetryPolicy()) {
+        struct.retryPolicy.write(oprot);
       }
     }
 
     @Override
     public void read(org.apache.thrift.protocol.TProtocol prot, TSubscriberInfo struct) throws org.apache.thrift.TException {
       org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
-      java.util.BitSet incoming = iprot.readBitSet(4);
+      java.util.BitSet incoming = iprot.readBitSet(8);
       if (incoming.get(0)) {
         struct.name = iprot.readBinary();
         struct.setNameIsSet(true);
@@ -807,30 +1280,57 @@ public class TSubscriberInfo implements org.apache.thrift.TBase<TSubscriberInfo,
       }
       if (incoming.get(2)) {
         {
-          org.apache.thrift.protocol.TList _list44 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
-          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list44.size);
-          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem45;
-          for (int _i46 = 0; _i46 < _list44.size; ++_i46)
+          org.apache.thrift.protocol.TList _list67 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
+          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list67.size);
+          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem68;
+          for (int _i69 = 0; _i69 < _list67.size; ++_i69)
           {
-            _elem45 = iprot.readBinary();
-            struct.topics.add(_elem45);
+            _elem68 = iprot.readBinary();
+            struct.topics.add(_elem68);
           }
         }
         struct.setTopicsIsSet(true);
       }
       if (incoming.get(3)) {
         {
-          org.apache.thrift.protocol.TList _list47 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-          struct.partitions = new java.util.ArrayList<TPartitionProgress>(_list47.size);
-          @org.apache.thrift.annotation.Nullable TPartitionProgress _elem48;
-          for (int _i49 = 0; _i49 < _list47.size; ++_i49)
+          org.apache.thrift.protocol.TList _list70 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+          struct.partitions = new java.util.ArrayList<TPartitionProgress>(_list70.size);
+          @org.apache.thrift.annotation.Nullable TPartitionProgress _elem71;
+          for (int _i72 = 0; _i72 < _list70.size; ++_i72)
           {
-            _elem48 = new TPartitionProgress();
-            _elem48.read(iprot);
-            struct.partitions.add(_elem48);
+            _elem71 = new TPartitionProgress();
+            _elem71.read(iprot);
+            struct.partitions.add(_elem71);
           }
         }
         struct.setPartitionsIsSet(true);
+      }
+      if (incoming.get(4)) {
+        {
+          org.apache.thrift.protocol.TList _list73 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+          struct.members = new java.util.ArrayList<TGroupMember>(_list73.size);
+          @org.apache.thrift.annotation.Nullable TGroupMember _elem74;
+          for (int _i75 = 0; _i75 < _list73.size; ++_i75)
+          {
+            _elem74 = new TGroupMember();
+            _elem74.read(iprot);
+            struct.members.add(_elem74);
+          }
+        }
+        struct.setMembersIsSet(true);
+      }
+      if (incoming.get(5)) {
+        struct.deadLetters = iprot.readI64();
+        struct.setDeadLettersIsSet(true);
+      }
+      if (incoming.get(6)) {
+        struct.shared = iprot.readBool();
+        struct.setSharedIsSet(true);
+      }
+      if (incoming.get(7)) {
+        struct.retryPolicy = new TRetryPolicy();
+        struct.retryPolicy.read(iprot);
+        struct.setRetryPolicyIsSet(true);
       }
     }
   }

@@ -18,6 +18,9 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
   private static final org.apache.thrift.protocol.TField NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("name", org.apache.thrift.protocol.TType.STRING, (short)1);
   private static final org.apache.thrift.protocol.TField TOPICS_FIELD_DESC = new org.apache.thrift.protocol.TField("topics", org.apache.thrift.protocol.TType.LIST, (short)2);
   private static final org.apache.thrift.protocol.TField PARTITIONS_FIELD_DESC = new org.apache.thrift.protocol.TField("partitions", org.apache.thrift.protocol.TType.LIST, (short)3);
+  private static final org.apache.thrift.protocol.TField RETRY_POLICY_FIELD_DESC = new org.apache.thrift.protocol.TField("retryPolicy", org.apache.thrift.protocol.TType.STRUCT, (short)4);
+  private static final org.apache.thrift.protocol.TField MAX_BATCH_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("maxBatchMessages", org.apache.thrift.protocol.TType.I32, (short)5);
+  private static final org.apache.thrift.protocol.TField SHARED_FIELD_DESC = new org.apache.thrift.protocol.TField("shared", org.apache.thrift.protocol.TType.BOOL, (short)6);
 
   private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new TSubscriptionStandardSchemeFactory();
   private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new TSubscriptionTupleSchemeFactory();
@@ -25,12 +28,30 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
   public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer name; // required
   public @org.apache.thrift.annotation.Nullable java.util.List<java.nio.ByteBuffer> topics; // optional
   public @org.apache.thrift.annotation.Nullable java.util.List<TSubscribedPartition> partitions; // optional
+  public @org.apache.thrift.annotation.Nullable TRetryPolicy retryPolicy; // optional
+  /**
+   * At most this many messages per consumeMessages call (default: the gateway's).
+   */
+  public int maxBatchMessages; // optional
+  /**
+   * A consumer group: every process subscribing under this name shares the partitions.
+   */
+  public boolean shared; // optional
 
   /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
   public enum _Fields implements org.apache.thrift.TFieldIdEnum {
     NAME((short)1, "name"),
     TOPICS((short)2, "topics"),
-    PARTITIONS((short)3, "partitions");
+    PARTITIONS((short)3, "partitions"),
+    RETRY_POLICY((short)4, "retryPolicy"),
+    /**
+     * At most this many messages per consumeMessages call (default: the gateway's).
+     */
+    MAX_BATCH_MESSAGES((short)5, "maxBatchMessages"),
+    /**
+     * A consumer group: every process subscribing under this name shares the partitions.
+     */
+    SHARED((short)6, "shared");
 
     private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
 
@@ -52,6 +73,12 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
           return TOPICS;
         case 3: // PARTITIONS
           return PARTITIONS;
+        case 4: // RETRY_POLICY
+          return RETRY_POLICY;
+        case 5: // MAX_BATCH_MESSAGES
+          return MAX_BATCH_MESSAGES;
+        case 6: // SHARED
+          return SHARED;
         default:
           return null;
       }
@@ -95,7 +122,10 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
   }
 
   // isset id assignments
-  private static final _Fields optionals[] = {_Fields.TOPICS,_Fields.PARTITIONS};
+  private static final int __MAXBATCHMESSAGES_ISSET_ID = 0;
+  private static final int __SHARED_ISSET_ID = 1;
+  private byte __isset_bitfield = 0;
+  private static final _Fields optionals[] = {_Fields.TOPICS,_Fields.PARTITIONS,_Fields.RETRY_POLICY,_Fields.MAX_BATCH_MESSAGES,_Fields.SHARED};
   public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
   static {
     java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
@@ -107,6 +137,12 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
     tmpMap.put(_Fields.PARTITIONS, new org.apache.thrift.meta_data.FieldMetaData("partitions", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
         new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
             new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TSubscribedPartition.class))));
+    tmpMap.put(_Fields.RETRY_POLICY, new org.apache.thrift.meta_data.FieldMetaData("retryPolicy", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TRetryPolicy.class)));
+    tmpMap.put(_Fields.MAX_BATCH_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("maxBatchMessages", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+    tmpMap.put(_Fields.SHARED, new org.apache.thrift.meta_data.FieldMetaData("shared", org.apache.thrift.TFieldRequirementType.OPTIONAL, 
+        new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.BOOL)));
     metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
     org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(TSubscription.class, metaDataMap);
   }
@@ -125,6 +161,7 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
    * Performs a deep copy on <i>other</i>.
    */
   public TSubscription(TSubscription other) {
+    __isset_bitfield = other.__isset_bitfield;
     if (other.isSetName()) {
       this.name = org.apache.thrift.TBaseHelper.copyBinary(other.name);
     }
@@ -142,6 +179,11 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
       }
       this.partitions = __this__partitions;
     }
+    if (other.isSetRetryPolicy()) {
+      this.retryPolicy = new TRetryPolicy(other.retryPolicy);
+    }
+    this.maxBatchMessages = other.maxBatchMessages;
+    this.shared = other.shared;
   }
 
   @Override
@@ -154,6 +196,11 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
     this.name = null;
     this.topics = null;
     this.partitions = null;
+    this.retryPolicy = null;
+    setMaxBatchMessagesIsSet(false);
+    this.maxBatchMessages = 0;
+    setSharedIsSet(false);
+    this.shared = false;
   }
 
   public byte[] getName() {
@@ -272,6 +319,89 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
     }
   }
 
+  @org.apache.thrift.annotation.Nullable
+  public TRetryPolicy getRetryPolicy() {
+    return this.retryPolicy;
+  }
+
+  public TSubscription setRetryPolicy(@org.apache.thrift.annotation.Nullable TRetryPolicy retryPolicy) {
+    this.retryPolicy = retryPolicy;
+    return this;
+  }
+
+  public void unsetRetryPolicy() {
+    this.retryPolicy = null;
+  }
+
+  /** Returns true if field retryPolicy is set (has been assigned a value) and false otherwise */
+  public boolean isSetRetryPolicy() {
+    return this.retryPolicy != null;
+  }
+
+  public void setRetryPolicyIsSet(boolean value) {
+    if (!value) {
+      this.retryPolicy = null;
+    }
+  }
+
+  /**
+   * At most this many messages per consumeMessages call (default: the gateway's).
+   */
+  public int getMaxBatchMessages() {
+    return this.maxBatchMessages;
+  }
+
+  /**
+   * At most this many messages per consumeMessages call (default: the gateway's).
+   */
+  public TSubscription setMaxBatchMessages(int maxBatchMessages) {
+    this.maxBatchMessages = maxBatchMessages;
+    setMaxBatchMessagesIsSet(true);
+    return this;
+  }
+
+  public void unsetMaxBatchMessages() {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXBATCHMESSAGES_ISSET_ID);
+  }
+
+  /** Returns true if field maxBatchMessages is set (has been assigned a value) and false otherwise */
+  public boolean isSetMaxBatchMessages() {
+    return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXBATCHMESSAGES_ISSET_ID);
+  }
+
+  public void setMaxBatchMessagesIsSet(boolean value) {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXBATCHMESSAGES_ISSET_ID, value);
+  }
+
+  /**
+   * A consumer group: every process subscribing under this name shares the partitions.
+   */
+  public boolean isShared() {
+    return this.shared;
+  }
+
+  /**
+   * A consumer group: every process subscribing under this name shares the partitions.
+   */
+  public TSubscription setShared(boolean shared) {
+    this.shared = shared;
+    setSharedIsSet(true);
+    return this;
+  }
+
+  public void unsetShared() {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __SHARED_ISSET_ID);
+  }
+
+  /** Returns true if field shared is set (has been assigned a value) and false otherwise */
+  public boolean isSetShared() {
+    return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __SHARED_ISSET_ID);
+  }
+
+  public void setSharedIsSet(boolean value) {
+    __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __SHARED_ISSET_ID, value);
+  }
+
   @Override
   public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
     switch (field) {
@@ -303,6 +433,30 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
       }
       break;
 
+    case RETRY_POLICY:
+      if (value == null) {
+        unsetRetryPolicy();
+      } else {
+        setRetryPolicy((TRetryPolicy)value);
+      }
+      break;
+
+    case MAX_BATCH_MESSAGES:
+      if (value == null) {
+        unsetMaxBatchMessages();
+      } else {
+        setMaxBatchMessages((java.lang.Integer)value);
+      }
+      break;
+
+    case SHARED:
+      if (value == null) {
+        unsetShared();
+      } else {
+        setShared((java.lang.Boolean)value);
+      }
+      break;
+
     }
   }
 
@@ -318,6 +472,15 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
 
     case PARTITIONS:
       return getPartitions();
+
+    case RETRY_POLICY:
+      return getRetryPolicy();
+
+    case MAX_BATCH_MESSAGES:
+      return getMaxBatchMessages();
+
+    case SHARED:
+      return isShared();
 
     }
     throw new java.lang.IllegalStateException();
@@ -337,6 +500,12 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
       return isSetTopics();
     case PARTITIONS:
       return isSetPartitions();
+    case RETRY_POLICY:
+      return isSetRetryPolicy();
+    case MAX_BATCH_MESSAGES:
+      return isSetMaxBatchMessages();
+    case SHARED:
+      return isSetShared();
     }
     throw new java.lang.IllegalStateException();
   }
@@ -381,6 +550,33 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
         return false;
     }
 
+    boolean this_present_retryPolicy = true && this.isSetRetryPolicy();
+    boolean that_present_retryPolicy = true && that.isSetRetryPolicy();
+    if (this_present_retryPolicy || that_present_retryPolicy) {
+      if (!(this_present_retryPolicy && that_present_retryPolicy))
+        return false;
+      if (!this.retryPolicy.equals(that.retryPolicy))
+        return false;
+    }
+
+    boolean this_present_maxBatchMessages = true && this.isSetMaxBatchMessages();
+    boolean that_present_maxBatchMessages = true && that.isSetMaxBatchMessages();
+    if (this_present_maxBatchMessages || that_present_maxBatchMessages) {
+      if (!(this_present_maxBatchMessages && that_present_maxBatchMessages))
+        return false;
+      if (this.maxBatchMessages != that.maxBatchMessages)
+        return false;
+    }
+
+    boolean this_present_shared = true && this.isSetShared();
+    boolean that_present_shared = true && that.isSetShared();
+    if (this_present_shared || that_present_shared) {
+      if (!(this_present_shared && that_present_shared))
+        return false;
+      if (this.shared != that.shared)
+        return false;
+    }
+
     return true;
   }
 
@@ -399,6 +595,18 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
     hashCode = hashCode * 8191 + ((isSetPartitions()) ? 131071 : 524287);
     if (isSetPartitions())
       hashCode = hashCode * 8191 + partitions.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetRetryPolicy()) ? 131071 : 524287);
+    if (isSetRetryPolicy())
+      hashCode = hashCode * 8191 + retryPolicy.hashCode();
+
+    hashCode = hashCode * 8191 + ((isSetMaxBatchMessages()) ? 131071 : 524287);
+    if (isSetMaxBatchMessages())
+      hashCode = hashCode * 8191 + maxBatchMessages;
+
+    hashCode = hashCode * 8191 + ((isSetShared()) ? 131071 : 524287);
+    if (isSetShared())
+      hashCode = hashCode * 8191 + ((shared) ? 131071 : 524287);
 
     return hashCode;
   }
@@ -437,6 +645,36 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
     }
     if (isSetPartitions()) {
       lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.partitions, other.partitions);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetRetryPolicy(), other.isSetRetryPolicy());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetRetryPolicy()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.retryPolicy, other.retryPolicy);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetMaxBatchMessages(), other.isSetMaxBatchMessages());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetMaxBatchMessages()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxBatchMessages, other.maxBatchMessages);
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+    }
+    lastComparison = java.lang.Boolean.compare(isSetShared(), other.isSetShared());
+    if (lastComparison != 0) {
+      return lastComparison;
+    }
+    if (isSetShared()) {
+      lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.shared, other.shared);
       if (lastComparison != 0) {
         return lastComparison;
       }
@@ -492,6 +730,28 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
       }
       first = false;
     }
+    if (isSetRetryPolicy()) {
+      if (!first) sb.append(", ");
+      sb.append("retryPolicy:");
+      if (this.retryPolicy == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.retryPolicy);
+      }
+      first = false;
+    }
+    if (isSetMaxBatchMessages()) {
+      if (!first) sb.append(", ");
+      sb.append("maxBatchMessages:");
+      sb.append(this.maxBatchMessages);
+      first = false;
+    }
+    if (isSetShared()) {
+      if (!first) sb.append(", ");
+      sb.append("shared:");
+      sb.append(this.shared);
+      first = false;
+    }
     sb.append(")");
     return sb.toString();
   }
@@ -499,6 +759,9 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
   public void validate() throws org.apache.thrift.TException {
     // check for required fields
     // check for sub-struct validity
+    if (retryPolicy != null) {
+      retryPolicy.validate();
+    }
   }
 
   private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
@@ -511,6 +774,8 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
 
   private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
     try {
+      // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+      __isset_bitfield = 0;
       read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
     } catch (org.apache.thrift.TException te) {
       throw new java.io.IOException(te);
@@ -548,13 +813,13 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
           case 2: // TOPICS
             if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
               {
-                org.apache.thrift.protocol.TList _list18 = iprot.readListBegin();
-                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list18.size);
-                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem19;
-                for (int _i20 = 0; _i20 < _list18.size; ++_i20)
+                org.apache.thrift.protocol.TList _list36 = iprot.readListBegin();
+                struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list36.size);
+                @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem37;
+                for (int _i38 = 0; _i38 < _list36.size; ++_i38)
                 {
-                  _elem19 = iprot.readBinary();
-                  struct.topics.add(_elem19);
+                  _elem37 = iprot.readBinary();
+                  struct.topics.add(_elem37);
                 }
                 iprot.readListEnd();
               }
@@ -566,18 +831,43 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
           case 3: // PARTITIONS
             if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
               {
-                org.apache.thrift.protocol.TList _list21 = iprot.readListBegin();
-                struct.partitions = new java.util.ArrayList<TSubscribedPartition>(_list21.size);
-                @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem22;
-                for (int _i23 = 0; _i23 < _list21.size; ++_i23)
+                org.apache.thrift.protocol.TList _list39 = iprot.readListBegin();
+                struct.partitions = new java.util.ArrayList<TSubscribedPartition>(_list39.size);
+                @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem40;
+                for (int _i41 = 0; _i41 < _list39.size; ++_i41)
                 {
-                  _elem22 = new TSubscribedPartition();
-                  _elem22.read(iprot);
-                  struct.partitions.add(_elem22);
+                  _elem40 = new TSubscribedPartition();
+                  _elem40.read(iprot);
+                  struct.partitions.add(_elem40);
                 }
                 iprot.readListEnd();
               }
               struct.setPartitionsIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 4: // RETRY_POLICY
+            if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+              struct.retryPolicy = new TRetryPolicy();
+              struct.retryPolicy.read(iprot);
+              struct.setRetryPolicyIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 5: // MAX_BATCH_MESSAGES
+            if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+              struct.maxBatchMessages = iprot.readI32();
+              struct.setMaxBatchMessagesIsSet(true);
+            } else { 
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+            }
+            break;
+          case 6: // SHARED
+            if (schemeField.type == org.apache.thrift.protocol.TType.BOOL) {
+              struct.shared = iprot.readBool();
+              struct.setSharedIsSet(true);
             } else { 
               org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
             }
@@ -608,9 +898,9 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
           oprot.writeFieldBegin(TOPICS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRING, struct.topics.size()));
-            for (java.nio.ByteBuffer _iter24 : struct.topics)
+            for (java.nio.ByteBuffer _iter42 : struct.topics)
             {
-              oprot.writeBinary(_iter24);
+              oprot.writeBinary(_iter42);
             }
             oprot.writeListEnd();
           }
@@ -622,14 +912,31 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
           oprot.writeFieldBegin(PARTITIONS_FIELD_DESC);
           {
             oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.partitions.size()));
-            for (TSubscribedPartition _iter25 : struct.partitions)
+            for (TSubscribedPartition _iter43 : struct.partitions)
             {
-              _iter25.write(oprot);
+              _iter43.write(oprot);
             }
             oprot.writeListEnd();
           }
           oprot.writeFieldEnd();
         }
+      }
+      if (struct.retryPolicy != null) {
+        if (struct.isSetRetryPolicy()) {
+          oprot.writeFieldBegin(RETRY_POLICY_FIELD_DESC);
+          struct.retryPolicy.write(oprot);
+          oprot.writeFieldEnd();
+        }
+      }
+      if (struct.isSetMaxBatchMessages()) {
+        oprot.writeFieldBegin(MAX_BATCH_MESSAGES_FIELD_DESC);
+        oprot.writeI32(struct.maxBatchMessages);
+        oprot.writeFieldEnd();
+      }
+      if (struct.isSetShared()) {
+        oprot.writeFieldBegin(SHARED_FIELD_DESC);
+        oprot.writeBool(struct.shared);
+        oprot.writeFieldEnd();
       }
       oprot.writeFieldStop();
       oprot.writeStructEnd();
@@ -659,64 +966,95 @@ public class TSubscription implements org.apache.thrift.TBase<TSubscription, TSu
       if (struct.isSetPartitions()) {
         optionals.set(2);
       }
-      oprot.writeBitSet(optionals, 3);
+      if (struct.isSetRetryPolicy()) {
+        optionals.set(3);
+      }
+      if (struct.isSetMaxBatchMessages()) {
+        optionals.set(4);
+      }
+      if (struct.isSetShared()) {
+        optionals.set(5);
+      }
+      oprot.writeBitSet(optionals, 6);
       if (struct.isSetName()) {
         oprot.writeBinary(struct.name);
       }
       if (struct.isSetTopics()) {
         {
           oprot.writeI32(struct.topics.size());
-          for (java.nio.ByteBuffer _iter26 : struct.topics)
+          for (java.nio.ByteBuffer _iter44 : struct.topics)
           {
-            oprot.writeBinary(_iter26);
+            oprot.writeBinary(_iter44);
           }
         }
       }
       if (struct.isSetPartitions()) {
         {
           oprot.writeI32(struct.partitions.size());
-          for (TSubscribedPartition _iter27 : struct.partitions)
+          for (TSubscribedPartition _iter45 : struct.partitions)
           {
-            _iter27.write(oprot);
+            _iter45.write(oprot);
           }
         }
+      }
+      if (struct.isSetRetryPolicy()) {
+        struct.retryPolicy.write(oprot);
+      }
+      if (struct.isSetMaxBatchMessages()) {
+        oprot.writeI32(struct.maxBatchMessages);
+      }
+      if (struct.isSetShared()) {
+        oprot.writeBool(struct.shared);
       }
     }
 
     @Override
     public void read(org.apache.thrift.protocol.TProtocol prot, TSubscription struct) throws org.apache.thrift.TException {
       org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
-      java.util.BitSet incoming = iprot.readBitSet(3);
+      java.util.BitSet incoming = iprot.readBitSet(6);
       if (incoming.get(0)) {
         struct.name = iprot.readBinary();
         struct.setNameIsSet(true);
       }
       if (incoming.get(1)) {
         {
-          org.apache.thrift.protocol.TList _list28 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
-          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list28.size);
-          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem29;
-          for (int _i30 = 0; _i30 < _list28.size; ++_i30)
+          org.apache.thrift.protocol.TList _list46 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRING);
+          struct.topics = new java.util.ArrayList<java.nio.ByteBuffer>(_list46.size);
+          @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer _elem47;
+          for (int _i48 = 0; _i48 < _list46.size; ++_i48)
           {
-            _elem29 = iprot.readBinary();
-            struct.topics.add(_elem29);
+            _elem47 = iprot.readBinary();
+            struct.topics.add(_elem47);
           }
         }
         struct.setTopicsIsSet(true);
       }
       if (incoming.get(2)) {
         {
-          org.apache.thrift.protocol.TList _list31 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
-          struct.partitions = new java.util.ArrayList<TSubscribedPartition>(_list31.size);
-          @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem32;
-          for (int _i33 = 0; _i33 < _list31.size; ++_i33)
+          org.apache.thrift.protocol.TList _list49 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+          struct.partitions = new java.util.ArrayList<TSubscribedPartition>(_list49.size);
+          @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem50;
+          for (int _i51 = 0; _i51 < _list49.size; ++_i51)
           {
-            _elem32 = new TSubscribedPartition();
-            _elem32.read(iprot);
-            struct.partitions.add(_elem32);
+            _elem50 = new TSubscribedPartition();
+            _elem50.read(iprot);
+            struct.partitions.add(_elem50);
           }
         }
         struct.setPartitionsIsSet(true);
+      }
+      if (incoming.get(3)) {
+        struct.retryPolicy = new TRetryPolicy();
+        struct.retryPolicy.read(iprot);
+        struct.setRetryPolicyIsSet(true);
+      }
+      if (incoming.get(4)) {
+        struct.maxBatchMessages = iprot.readI32();
+        struct.setMaxBatchMessagesIsSet(true);
+      }
+      if (incoming.get(5)) {
+        struct.shared = iprot.readBool();
+        struct.setSharedIsSet(true);
       }
     }
   }
