@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import select
-import socket
-import ssl
 from collections.abc import Iterator
 from typing import Any
 
+from hqueue.protocol import closed_by_peer
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
 from thriftpy2.rpc import make_client
@@ -28,18 +26,6 @@ from ..errors import InvalidArgument, StoreError
 log = logging.getLogger(__name__)
 
 _IDLE_PER_ADDRESS = 8
-
-
-def _closed_by_peer(client: Any) -> bool:
-    """Whether the owner closed this idle pooled connection (a zero-timeout poll)."""
-    sock = getattr(getattr(client, "_iprot", None), "trans", None)
-    sock = getattr(sock, "sock", None)
-    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
-        return False  # TLS: unasked records (session tickets) make it readable anyway
-    try:
-        return bool(select.select([sock], [], [], 0)[0])  # nothing is owed between calls
-    except (OSError, ValueError):
-        return True
 
 
 class Forwarder:
@@ -76,7 +62,7 @@ class Forwarder:
     def _client(self, address: str) -> Iterator[Any]:
         idle = self._idle.setdefault(address, [])
         client = idle.pop() if idle else None
-        while client is not None and _closed_by_peer(client):
+        while client is not None and closed_by_peer(client):
             client.close()  # the owner restarted since: its old connections are gone
             client = idle.pop() if idle else None
         try:

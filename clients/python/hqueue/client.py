@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import select
-import socket
 import ssl
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -82,21 +80,6 @@ def _own_partitions(messages: Sequence[Any]) -> bool:
         elif isinstance(m, (tuple, list)) and len(m) == 3 and m[2] is not None:
             return True
     return False
-
-
-def _closed_by_peer(client: Any) -> bool:
-    """True when the peer already closed the client's socket (a zero-timeout poll: cheap)."""
-    sock = getattr(getattr(getattr(client, "_iprot", None), "trans", None), "sock", None)
-    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
-        # over TLS the server may send records (session tickets) no call asked for: a
-        # readable socket proves nothing, so the first call on a dead one fails instead
-        return False
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        # between calls nothing is owed to us: readable means EOF (or stray bytes: drop too)
-        return bool(readable)
-    except (OSError, ValueError):
-        return True
 
 
 class Connection:
@@ -268,7 +251,7 @@ class Connection:
 
     def call(self, method: str, *args: Any) -> Any:
         """Calls an ``HQueueService`` method, mapping failures to :mod:`hqueue.errors`."""
-        if self._client is not None and _closed_by_peer(self._client):
+        if self._client is not None and protocol.closed_by_peer(self._client):
             # the gateway closed this idle connection (it restarted, or handed its partitions
             # over and stopped): reconnect before sending rather than lose the call
             self._drop()

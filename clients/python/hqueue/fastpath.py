@@ -123,9 +123,7 @@ def channel(conn: Connection) -> Channel | None:
     (the compact protocol, or a client that is not a socket client)."""
     if conn.compact:
         return None
-    from .client import _closed_by_peer  # the client module imports this one
-
-    if conn._client is not None and _closed_by_peer(conn._client):
+    if conn._client is not None and protocol.closed_by_peer(conn._client):
         # the gateway closed this idle connection (restarted, or handed its partitions over):
         # reconnect before sending rather than lose the call, as Connection.call does
         _drop(conn)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
+import select
+import socket
+import ssl
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -68,6 +71,20 @@ def connect(
         proto_factory=protocol_factory(compact),
         ssl_context=client_context(tls),
     )
+
+
+def closed_by_peer(client: Any) -> bool:
+    """Whether the peer already closed a raw client's idle socket (a zero-timeout poll:
+    cheap). Between calls nothing is owed to us, so a readable socket means EOF (or stray
+    bytes: drop it too). Over TLS the server may send records no call asked for (session
+    tickets), so a readable socket proves nothing there: the first call on a dead one fails."""
+    sock = getattr(getattr(getattr(client, "_iprot", None), "trans", None), "sock", None)
+    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
+        return False
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def parse_address(address: str, *, argument: str = "address") -> tuple[str, int]:
