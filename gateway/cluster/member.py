@@ -27,7 +27,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -509,15 +509,8 @@ class ClusterMember:
         queues = dict(self.hooks.queues())
         if not self._members:
             return
-        current: dict[str, list[str | None]] = {}
-        versions: dict[str, int] = {}
-        for queue in self.zk.get_children(ASSIGNMENT):
-            try:
-                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
-            except NoNodeError:
-                continue
-            current[queue] = list(json.loads(data)["owners"])
-            versions[queue] = stat.version
+        owners_now, versions = self._read_assignment()
+        current: dict[str, list[str | None]] = {q: list(o) for q, o in owners_now.items()}
         for queue in set(current) - set(queues):
             with contextlib.suppress(NoNodeError):
                 self.zk.delete(f"{ASSIGNMENT}/{queue}")
@@ -532,6 +525,17 @@ class ClusterMember:
         if moved:
             log.info("cluster: assigned %d partition(s) over %d gateway(s)", moved,
                      len(self._members))  # fmt: skip
+
+    def _read_assignment(self) -> tuple[dict[str, list[str]], dict[str, int]]:
+        """Every queue's owners and znode version, read now (for a versioned rewrite)."""
+        owners: dict[str, list[str]] = {}
+        versions: dict[str, int] = {}
+        for queue in self.zk.get_children(ASSIGNMENT):
+            with contextlib.suppress(NoNodeError):
+                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
+                owners[queue] = list(json.loads(data)["owners"])
+                versions[queue] = stat.version
+        return owners, versions
 
     def _write_assignment(self, queue: str, owners: list[str], version: int | None) -> None:
         data = json.dumps({"owners": owners}).encode()
@@ -588,13 +592,7 @@ class ClusterMember:
             for key, rate in member.rates.items():
                 q, _, p = key.rpartition("/")
                 rates[(q, int(p))] = rate
-        current = {}
-        versions = {}
-        for queue in self.zk.get_children(ASSIGNMENT):
-            with contextlib.suppress(NoNodeError):
-                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
-                current[queue] = list(json.loads(data)["owners"])
-                versions[queue] = stat.version
+        current, versions = self._read_assignment()
         new = rebalance_by_load(current, rates, max_moves)
         moved = 0
         for queue, owners in new.items():
@@ -602,12 +600,3 @@ class ClusterMember:
                 moved += len(moves({queue: current[queue]}, {queue: owners}))
                 self._write_assignment(queue, owners, versions[queue])
         return moved
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() >= deadline:
-            return False
-        gevent.sleep(step)
-    return True
