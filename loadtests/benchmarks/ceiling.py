@@ -35,6 +35,7 @@ def run(ctx: Context) -> Result:
         per_partition=10_000 if ctx.quick else 25_000,
         ceiling="thriftpy2",
         profile_gateway=None,
+        gateway_flag=[],
     )
     cells, servers = bg.run(args, ctx.workdir, ctx.live, lambda m: ctx.say("  " + m))
     rows, text = bg.summarize(cells)
