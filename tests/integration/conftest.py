@@ -290,14 +290,18 @@ def restart_gateway(
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Over HBase only the subscription tests marked ``hbase_too`` run, with the embedded
-    registry (whose records live in the store): the rest would repeat over HBase what they
-    check over the embedded store and load the one HBase the whole session shares. Those
-    combinations are deselected (left out of the run), not skipped."""
+    registry (whose records live in the store), and no test marked ``wire`` (the request
+    reader and the protocols, which never reach the store): the rest would repeat over HBase
+    what they check over the embedded store and load the one HBase the whole session shares.
+    Those combinations are deselected (left out of the run), not skipped."""
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        if (
-            params.get("store") == "hbase"
+        over_hbase = params.get("store") == "hbase"
+        if over_hbase and item.get_closest_marker("wire") is not None:
+            drop.append(item)  # the request reader and the protocols: the store never sees them
+        elif (
+            over_hbase
             and item.get_closest_marker("subscriptions") is not None
             and (
                 item.get_closest_marker("hbase_too") is None

@@ -41,6 +41,9 @@ RSS_LIMIT = 50 * MB  # what one abusive connection may add to the gateway's resi
 LATENCY_LIMIT = 1.0  # seconds a healthy client may wait while another connection misbehaves
 CLOSE_LIMIT = 5.0  # seconds within which an absurd request must be refused
 
+# the request reader and the protocols: the store never sees these requests
+pytestmark = pytest.mark.wire
+
 
 # -- the binary protocol, by hand ---------------------------------------------------------
 

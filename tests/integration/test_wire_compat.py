@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GEN_DIR = ROOT / "clients" / "python" / "gen"
 GEN_PACKAGE = "hqueue_thrift"
 
+# the request reader and the protocols: the store never sees these requests
+pytestmark = pytest.mark.wire
+
 
 # -- generated stubs ----------------------------------------------------------------------
 
