@@ -75,7 +75,10 @@ class GatewayProcessor(TProcessor):
 
     def process_put(self, message: bytes, method: bytes, oprot: Any) -> bool:
         """Serves a binary-protocol put from its bytes; False if it needs :meth:`process`."""
-        with_pid, single = _PUTS[method]
+        shape = _PUTS.get(method)
+        if shape is None:  # a bulk method without a fast path (putMessagesReturningIds)
+            return False
+        with_pid, single = shape
         assert self._max_value is not None
         taken = extract_put(message, with_pid, single, self._max_value)
         if taken is None:

@@ -31,6 +31,7 @@ BULK_METHODS = frozenset(
         b"putMessageWithPid",
         b"putMessagesWithPid",
         b"forwardMessages",  # a put another gateway of the cluster forwards to the owner
+        b"putMessagesReturningIds",
     ]
 )
 SMALL_REQUEST_BYTES = 1024 * 1024

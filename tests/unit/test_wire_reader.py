@@ -244,5 +244,8 @@ def test_limits_follow_the_gateway_flags() -> None:
     assert limits.max_container == 32767  # a list of every partition id
     assert limits.max_values == 8 * 10 + 1024
     assert limits.bytes_for(b"putMessages") == 64 << 20
+    # every method that carries messages may be as large as a put (it was 1 MiB here)
+    assert limits.bytes_for(b"putMessagesReturningIds") == 64 << 20
+    assert limits.bytes_for(b"forwardMessages") == 64 << 20
     assert limits.bytes_for(b"createQueue") == SMALL_REQUEST_BYTES
     assert limits.bytes_for(None) < 8192  # before the method name is known
