@@ -169,6 +169,8 @@ def test_push_group_over_two_gateways(
         return sorted(sorted(m.partitions) for m in info.members or [])
 
     wait_until(lambda: members() == [[0, 2], [1, 3]], 15, what="two members")
+    # (the ZooKeeper member changes no record: the gateways learn of it from their watch on
+    # the group's members/, or deliver everything to the first member until their re-read)
     sent: list[str] = []
     with _connection(pair.a) as conn:
         for p in range(4):
