@@ -95,7 +95,7 @@ class Connection:
     def __init__(
         self,
         host: str = DEFAULT_HOST,
-        port: int = DEFAULT_PORT,
+        port: int | None = None,
         *,
         framed: bool = False,
         compact: bool = False,
@@ -104,6 +104,15 @@ class Connection:
         tls: TLSOption = None,
         token: str | None = None,
     ) -> None:
+        if port is None:
+            # "host:port" as the toolkit, the subscriber and the gateway's flags write it
+            if host.count(":") == 1 or host.startswith("["):
+                try:
+                    host, port = protocol.parse_address(host, argument="host")
+                except ValueError as exc:
+                    raise InvalidArgument("host", str(exc)) from None
+            else:
+                port = DEFAULT_PORT
         _int("port", port, 1, 65535)
         if not timeout > 0:
             raise InvalidArgument("timeout", f"must be > 0 seconds, got {timeout}")
