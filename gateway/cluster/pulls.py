@@ -139,8 +139,15 @@ class ClusterPulls:
         return self.cluster.address_of(gid)
 
     def remote_owners(self, queue: str, name: str, member: str) -> list[str]:
+        return [s for s in self.sources(queue, name, member) if s != LOCAL]
+
+    def sources(self, queue: str, name: str, member: str) -> list[str]:
+        """Where the member's messages are: LOCAL (this gateway's workers) and the addresses
+        of the other owners. LOCAL also while the member's partitions are not known yet (the
+        local poll makes this gateway read the group again) or have no live owner."""
         found = {self.owner_address(queue, p) for p in self.member_partitions(queue, name, member)}
-        return sorted(a for a in found if a)
+        out = sorted(a for a in found if a)
+        return out if found and None not in found else [LOCAL, *out]
 
     # -- pull -----------------------------------------------------------------------------
 
@@ -162,7 +169,7 @@ class ClusterPulls:
             remaining = deadline - time.monotonic()
             if remaining <= 0 and started:
                 break
-            for source in [LOCAL, *self.remote_owners(queue, name, member)]:
+            for source in self.sources(queue, name, member):
                 if source not in state.inflight:
                     wait = min(max(remaining, 0.0), POLL_MAX)
                     state.inflight[source] = gevent.spawn(

@@ -115,6 +115,9 @@ def test_only_the_owners_of_the_members_partitions_are_asked() -> None:
     assert cp.member_partitions(Q, S, "a") == [0, 2, 4]
     assert cp.remote_owners(Q, S, "a") == []
     assert cp.remote_owners(Q, S, "b") == ["b:1", "c:1"]
+    assert cp.sources(Q, S, "b") == ["b:1", "c:1"]  # nothing of b's here: no local poll
+    assert cp.sources(Q, S, "a") == [pulls.LOCAL]
+    assert cp.sources(Q, S, "new") == [pulls.LOCAL]  # not a member yet: the local poll joins
     world.local.append(msg(0, 1))
     assert [m.value for m in cp.pull(Q, S, "a", 10, 1.0)] == [b"0-1"]
     assert world.calls == []  # nothing forwarded for a member served here only
