@@ -327,7 +327,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     if args.advertise:
-        from hqueue.protocol import parse_address
+        from hqueue_contract.protocol import parse_address
 
         try:
             parse_address(args.advertise, argument="--advertise")

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import Id, RetryPolicy, check_name
+from hqueue_contract.protocol import hqueue_thrift
+from hqueue_contract.registry import Id, RetryPolicy, check_name
 
 
 @dataclass
