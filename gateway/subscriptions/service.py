@@ -248,12 +248,9 @@ class SubscriptionService:
     def _messages(self, queue: str, rows: list[tuple[int, Row]]) -> list[Any]:
         t = self._t
         out = [t.TMessage(t.TMessageID(r[0], r[1]), p, r[2], r[3]) for p, r in rows]
-        if self.extras is not None and self.extras.has_any(queue):
-            for m in out:
-                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
-                if ex:
-                    m.key = ex.key
-                    m.properties = ex.properties or None
+        meta = self.store.get_queue(queue)
+        if self.extras is not None and meta is not None:
+            self.extras.attach(meta, out)
         return out
 
     def _manager(self) -> WorkerManager:

@@ -315,8 +315,28 @@ def test_format_timestamp() -> None:
 
 
 def test_format_message() -> None:
+    """The MessageID in the one form every command takes (TS.SEQ), then its time; a key."""
     message = T.TMessage(T.TMessageID(1_700_000_000_123, 7), 3, b"clicks", b"\xffv")
-    assert commands.format_message(message) == ("3  2023-11-14T22:13:20.123Z  7  clicks  b'\\xffv'")
+    assert commands.format_message(message) == (
+        "3  1700000000123.7  2023-11-14T22:13:20.123Z  clicks  b'\\xffv'"
+    )
+    message.key = b"order-1"
+    assert commands.format_message(message).endswith("  b'\\xffv'  key=order-1")
+
+
+def test_message_ids_are_printed_and_taken_as_ts_dot_seq() -> None:
+    from hqueue.toolkit import bulk, consumers
+
+    mid = T.TMessageID(1_700_000_000_123, 7)
+    text = commands.format_id(mid)
+    assert text == "1700000000123.7" and commands.format_id((1, 2)) == "1.2"
+    assert commands.parse_message_id(text) == (1_700_000_000_123, 7)
+    assert commands.parse_message_id("1700000000123") is None  # a time, not an id
+    with pytest.raises(commands.ToolkitError):
+        commands.parse_message_id("1.40000")  # sequences are 0..32767
+    assert bulk.parse_point(text, "--from") == (1_700_000_000_123, 7)  # export --from/--to
+    assert bulk.parse_point("1700000000123", "--from") == (1_700_000_000_123, 0)
+    assert consumers.parse_time(text) == 1_700_000_000_123  # reset_subscriber --to
 
 
 def test_format_queue_table() -> None:
@@ -588,7 +608,7 @@ def test_cli_put_stdin_and_tail(
     capsys.readouterr()
     assert cli.main(["tail", "q1", "1", "-n", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("  txt  hello") and lines[0].startswith("1  20")
+    assert lines[0].endswith("  txt  hello") and lines[0].startswith("1  1700000000002.0  20")
     assert lines[1].endswith("  bin  \\x00\\x01 raw")
 
 
