@@ -74,9 +74,10 @@ def _encode_call_with_extras(
     partition: int, rows: list[Row], extras: Sequence[Extras | None]
 ) -> bytes:
     t = subscriber_thrift()
+    types = t.hqueue  # the included hqueue.thrift
     messages = []
     for (ts, seq, topic, value), ex in zip(rows, extras, strict=True):
-        m = t.TMessage(t.TMessageID(ts, seq), partition, topic, value)
+        m = types.TMessage(types.TMessageID(ts, seq), partition, topic, value)
         if ex:
             m.key = ex.key
             m.properties = ex.properties or None

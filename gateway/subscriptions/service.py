@@ -7,6 +7,7 @@ long as it renews its lease. Arguments are checked here and named in every error
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta, Row
 from . import groups
 from . import pull as pull_module
-from .registry import SubscriptionRegistry
+from .registry import CheckpointConflict, SubscriptionRegistry
 
 if TYPE_CHECKING:
     from ..keys import MessageExtras
@@ -165,6 +166,14 @@ class SubscriptionService:
             return 0
         count = self._count(dlq, 0, None)
         upto = (last.timestamp, last.sequence)
+        # The new epoch restarts the subscriber's workers from the record's checkpoints: write
+        # their progress there first, or what they delivered since the last checkpoint write
+        # would go out again.
+        run = None if self.manager is None else self.manager.runs().get((meta.name, name))
+        if run is not None and not run.updater.conflicted:
+            # a conflict: registered again meanwhile, its workers restart from the record anyway
+            with contextlib.suppress(CheckpointConflict):
+                run.updater.flush()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
             if existing is None:
