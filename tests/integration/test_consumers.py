@@ -170,6 +170,7 @@ def test_reset_subscriber_rewinds_live_workers(
     client.close()
 
 
+@pytest.mark.hbase_too
 def test_keys_properties_and_ids_on_puts(
     start_gateway: GatewayFactory, queue_name: str
 ) -> None:
@@ -208,6 +209,42 @@ def test_keys_properties_and_ids_on_puts(
         client.findMessagesByKey(q, b"", 5)
     with pytest.raises(T.IllegalArgument, match="limit"):
         client.findMessagesByKey(q, b"k1", 0)
+    client.close()
+
+
+@pytest.mark.hbase_too
+def test_keys_are_found_until_they_expire_and_truncate_drops_them(
+    start_gateway: GatewayFactory, queue_name: str
+) -> None:
+    """The key index over each store: the toolkit finds a key's messages (newest first, with
+    the ids it prints everywhere), a truncate forgets them, and they expire with the TTL."""
+    T = hqueue_thrift()
+    gw = start_gateway()
+    client = gw.client()
+    q = queue_name.encode()
+    client.createQueue(q, 2, 4, {})  # a TTL of 4 s
+
+    def keyed(value: str, partition: int) -> Any:
+        (mid,) = client.putMessagesReturningIds(
+            q, partition, [T.TMessage(topic=b"t", value=value.encode(), key=b"order-7")]
+        )
+        return mid
+
+    first, second = keyed("created", 0), keyed("paid", 1)
+    found = ok(hq(gw.address, "find_by_key", queue_name, "order-7")).splitlines()
+    assert [line.split()[:2] for line in found] == [
+        ["1", f"{second.timestamp}.{second.sequenceID}"],
+        ["0", f"{first.timestamp}.{first.sequenceID}"],
+    ]
+    assert found[0].endswith("  paid  key=order-7")
+    assert "no message" in ok(hq(gw.address, "find_by_key", queue_name, "order-8"))
+    ok(hq(gw.address, "truncate", queue_name))
+    assert client.findMessagesByKey(q, b"order-7", 10) == []
+    keyed("shipped", 0)
+    assert [m.value for m in client.findMessagesByKey(q, b"order-7", 10)] == [b"shipped"]
+    wait_until(
+        lambda: client.findMessagesByKey(q, b"order-7", 10) == [], 15, what="the key to expire"
+    )
     client.close()
 
 
