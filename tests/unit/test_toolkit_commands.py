@@ -524,6 +524,42 @@ def test_shell_subscriber_commands_check_their_arguments(fake: FakeClient) -> No
     assert code == 2 and "missing 'subscriber_name'" in err
 
 
+def test_shell_knows_the_consumer_commands(fake: FakeClient) -> None:
+    """reset_subscriber, dlq, dlq_replay and find_by_key, with the arguments the CLI takes."""
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def record(name: str, answer: Any) -> Any:
+        def call(*args: Any) -> Any:
+            calls.append((name, args))
+            return answer
+
+        return call
+
+    found = T.TMessage(T.TMessageID(1_700_000_000_123, 2), 1, b"t", b"paid", key=b"order-7")
+    fake.resetSubscriber = record("resetSubscriber", None)  # type: ignore[attr-defined]
+    fake.replayDeadLetters = record("replayDeadLetters", 3)  # type: ignore[attr-defined]
+    fake.findMessagesByKey = record("findMessagesByKey", [found])  # type: ignore[attr-defined]
+    commands.create_queue(fake, "q1", 2, 60, {})
+    commands.create_queue(fake, "q1.dlq.s1", 1, 60, {})  # empty
+    script = (
+        "reset_subscriber 'q1', 's1', '1700000000123.2'\n"
+        "dlq 'q1', 's1'\n"
+        "dlq_replay 'q1', 's1'\n"
+        "find_by_key 'q1', 'order-7', 5\n"
+        "help 'find_by_key'\n"
+    )
+    code, out, err = run_shell(script, Connector(fake))
+    assert code == 0, err
+    assert calls == [
+        ("resetSubscriber", (b"q1", b"s1", 1_700_000_000_123)),
+        ("replayDeadLetters", (b"q1", b"s1")),
+        ("findMessagesByKey", (b"q1", b"order-7", 5)),
+    ]
+    assert "no dead letters" in out and "3 dead letter(s)" in out
+    assert "1  1700000000123.2  2023-11-14T22:13:20.123Z  t  paid  key=order-7" in out
+    assert "find_by_key 'queue_name', 'key'[, limit]" in out
+
+
 def test_shell_interactive_prompt(fake: FakeClient) -> None:
     out, err = io.StringIO(), io.StringIO()
     shell = Shell(
