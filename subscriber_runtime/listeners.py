@@ -24,7 +24,8 @@ class MessageListener(Protocol):
 
 
 class PrintListener:
-    """One line per message: ``partition timestamp.seq topic value`` (repr for non-text)."""
+    """One line per message: ``partition timestamp.seq topic value`` (repr for non-text), then
+    ``key=...`` when it has a key."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
@@ -32,9 +33,12 @@ class PrintListener:
     def on_messages(self, messages: list[Any]) -> None:
         lines = []
         for m in messages:
+            key = getattr(m, "key", None)
             lines.append(
                 f"{m.partitionID} {m.id.timestamp}.{m.id.sequenceID} "
-                f"{_text(m.topic)} {_text(m.value)}\n"
+                f"{_text(m.topic)} {_text(m.value)}"
+                + ("" if key is None else f" key={_text(key)}")
+                + "\n"
             )
         self.out.write("".join(lines))
         self.out.flush()
