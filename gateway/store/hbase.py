@@ -466,8 +466,7 @@ class HBaseStore(PartitionStore):
             return name
         if not create and known is not None and time.monotonic() - known < _NO_KEYS_RECHECK:
             return None
-        table = self._keys_table_name(queue.name)
-        if not self._admin("tableExists", table):
+        if not self._exists(name):
             if not create:
                 self._keys_tables[slot] = time.monotonic()
                 return None
@@ -475,6 +474,17 @@ class HBaseStore(PartitionStore):
                 self._make_keys_table(queue)
         self._keys_tables[slot] = True
         return name
+
+    def _exists(self, table: bytes) -> bool:
+        """Whether the table exists, asked through Thrift1 (the pool): the admin connection is
+        held for seconds by table administration, and readers must not wait for it."""
+        try:
+            self._call(lambda c: c.getColumnDescriptors(table))
+        except StoreError as exc:
+            if "TableNotFound" in str(exc) or "NamespaceNotFound" in str(exc):
+                return False
+            raise
+        return True
 
     def _make_keys_table(self, queue: QueueMeta) -> None:
         table = self._keys_table_name(queue.name)
