@@ -150,10 +150,10 @@ def test_the_checker_sees_every_form_of_import() -> None:
     assert len(against(list(imports_of(source, "x.py", "gateway.cluster")), {"hqueue"})) == 3
 
 
-def test_the_client_side_imports_without_the_gateway_extra() -> None:
+def test_the_client_side_imports_without_the_gateway_extra(tmp_path: Path) -> None:
     """`pip install hqueue` (no `gateway` extra) has no rocksdict, happybase, kazoo,
     prometheus-client or flask: the client, the toolkit and the subscriber runtime must load
-    (and a subscriber registering through a gateway must work) without them."""
+    without them, and `hqueue-gateway` says which extra to install."""
     blocked = sorted(GATEWAY_ONLY)
     script = textwrap.dedent(
         f"""
@@ -175,11 +175,19 @@ def test_the_client_side_imports_without_the_gateway_extra() -> None:
             import gateway.app
         except ModuleNotFoundError as exc:
             print("gateway needs", exc.name)
+        import gateway.main
+        assert gateway.main.GATEWAY_EXTRA == frozenset({blocked!r})
+        assert gateway.main.main(["--data-dir", sys.argv[1]]) == 2
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
+    assert "pip install 'hqueue[gateway]'" in done.stderr, done.stderr
     # and the block works: the gateway itself does need its extra
     assert "gateway needs" in done.stdout, done.stdout
