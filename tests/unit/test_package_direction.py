@@ -191,3 +191,19 @@ def test_the_client_side_imports_without_the_gateway_extra(tmp_path: Path) -> No
     assert "pip install 'hqueue[gateway]'" in done.stderr, done.stderr
     # and the block works: the gateway itself does need its extra
     assert "gateway needs" in done.stdout, done.stdout
+
+
+def test_moved_names_keep_a_public_home() -> None:
+    """hqueue.protocol still offers what scripts import from it; a subscription's RetryPolicy
+    (once only hqueue.subscriptions.RetryPolicy) is subscriber_runtime.RetryPolicy."""
+    import hqueue.protocol
+    import hqueue_contract.protocol
+    from hqueue_contract.registry import RetryPolicy
+
+    import subscriber_runtime
+
+    assert subscriber_runtime.RetryPolicy is RetryPolicy
+    assert "RetryPolicy" in subscriber_runtime.__all__
+    for name in ("hqueue_thrift", "subscriber_thrift", "parse_address", "closed_by_peer"):
+        assert getattr(hqueue.protocol, name) is getattr(hqueue_contract.protocol, name)
+    assert callable(hqueue.protocol.connect)
