@@ -195,7 +195,8 @@ def test_the_client_side_imports_without_the_gateway_extra(tmp_path: Path) -> No
 
 def test_moved_names_keep_a_public_home() -> None:
     """hqueue.protocol still offers what scripts import from it; a subscription's RetryPolicy
-    (once only hqueue.subscriptions.RetryPolicy) is subscriber_runtime.RetryPolicy."""
+    (once only hqueue.subscriptions.RetryPolicy) is subscriber_runtime.RetryPolicy;
+    hqueue.MessageID stays where users import it."""
     import hqueue.protocol
     import hqueue_contract.protocol
     from hqueue_contract.registry import RetryPolicy
@@ -203,6 +204,13 @@ def test_moved_names_keep_a_public_home() -> None:
     import subscriber_runtime
 
     assert subscriber_runtime.RetryPolicy is RetryPolicy
+    # one MessageID type on both sides: the client's public name, the gateway's, the contract's
+    import hqueue
+    from hqueue_contract.ids import MessageID
+
+    from gateway import rowkey
+
+    assert hqueue.MessageID is rowkey.MessageId is MessageID
     assert "RetryPolicy" in subscriber_runtime.__all__
     for name in ("hqueue_thrift", "subscriber_thrift", "parse_address", "closed_by_peer"):
         assert getattr(hqueue.protocol, name) is getattr(hqueue_contract.protocol, name)

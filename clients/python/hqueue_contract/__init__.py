@@ -8,6 +8,8 @@ The packages point one way (``tests/unit/test_package_direction.py`` enforces it
 
 - :mod:`hqueue_contract.protocol`: the IDL (``idl/``, linked as ``hqueue_contract/idl``)
   loaded once, the transport and protocol factories, ``host:port`` addresses.
+- :mod:`hqueue_contract.ids`: ``MessageID``, the one (timestamp, sequence) type of both sides
+  (``hqueue.MessageID`` and the gateway's ``rowkey.MessageId`` are it).
 - :mod:`hqueue_contract.limits`: partition, sequence and timestamp limits of a MessageID.
 - :mod:`hqueue_contract.registry`: a subscriber's registry record and the ZooKeeper layout, which
   the gateway and the subscriber runtime both read and write.
