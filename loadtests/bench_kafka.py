@@ -164,7 +164,7 @@ class _Produce:
             self.channel.sock.close()
 
 
-def _lean_list_reply(buf: bytearray) -> tuple[int, int] | int:
+def _lean_list_reply(buf: memoryview) -> tuple[int, int] | int:
     """How many messages a messageScannerGetList reply holds, without decoding them."""
     from hqueue import codec
 

@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import ssl
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -120,6 +120,9 @@ class Connection:
         self._locations: dict[bytes, tuple[float, list[str]]] = {}
         self._peers: dict[str, Connection] = {}
         self._down: dict[str, float] = {}  # address -> until when (monotonic) it is avoided
+        # a reply owed on this socket to a call sent ahead (a scan's next page): whoever
+        # sent it reads it when called here, before anything else uses the socket
+        self._pending_reply: Callable[[], None] | None = None
         if autoconnect:
             self.open()
 
@@ -172,9 +175,16 @@ class Connection:
         """Whether the queue's partitions are served by more than one gateway."""
         return len(set(self._owners(queue))) > 1
 
+    def _settle(self) -> None:
+        """Reads the reply still owed to a call sent ahead, if any (see ``_pending_reply``)."""
+        pending, self._pending_reply = self._pending_reply, None
+        if pending is not None:
+            pending()
+
     def _drop(self) -> None:
         """Closes the socket (the next call opens a new one); routing state stays."""
         client, self._client = self._client, None
+        self._pending_reply = None  # owed on that socket: lost with it
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
@@ -246,11 +256,13 @@ class Connection:
     @property
     def client(self) -> Any:
         """The raw thriftpy2 ``HQueueService`` client (opens the connection if needed)."""
+        self._settle()
         self.open()
         return self._client
 
     def call(self, method: str, *args: Any) -> Any:
         """Calls an ``HQueueService`` method, mapping failures to :mod:`hqueue.errors`."""
+        self._settle()
         if self._client is not None and protocol.closed_by_peer(self._client):
             # the gateway closed this idle connection (it restarted, or handed its partitions
             # over and stopped): reconnect before sending rather than lose the call
@@ -611,19 +623,21 @@ class Queue:
             return
         conn = self.connection
         sid = conn.call(*opener)
+        ch = fastpath.channel(conn)
+        if ch is not None:  # read straight into Messages, one page ahead
+            pages = fastpath.PagedScan(conn, ch, sid, batch_size, limit)
+            try:
+                while page := pages.next():
+                    yield from page
+            finally:
+                pages.close()
+            return
         open_ = True
         count = 0
         try:
             while True:
                 want = batch_size if limit is None else min(batch_size, limit - count)
-                ch = fastpath.channel(conn)
-                if ch is not None:  # read straight into Messages
-                    request = codec.encode_get_list(0, sid, want)
-                    batch = fastpath.call(
-                        conn, ch, "messageScannerGetList", request, fastpath.list_reply
-                    )
-                else:
-                    batch = [_message(m) for m in conn.call("messageScannerGetList", sid, want)]
+                batch = [_message(m) for m in conn.call("messageScannerGetList", sid, want)]
                 if not batch:
                     open_ = False  # the empty list freed it
                     return
