@@ -110,6 +110,11 @@ def test_scans_close_their_scanner_on_break_and_exception(
     sid = opened()
     assert calls[-1] == ("messageScannerClose", (sid,))
 
+    scan = q.scan(batch_size=3)  # as a generator would, close() ends the scan
+    assert next(scan).value == b"0"
+    scan.close()
+    assert calls[-1] == ("messageScannerClose", (opened(),))
+
     # read to the end: the empty list frees the scanner, nothing left to close
     calls.clear()
     assert len(list(q.scan(batch_size=4))) == 10

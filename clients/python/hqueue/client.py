@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import ssl
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -365,6 +365,29 @@ def _message_id(argument: str, value: Any) -> Any:
     )
 
 
+class ScanIterator(itertools.chain[Message]):
+    """What :meth:`Queue.scan` returns: its messages, page after page.
+
+    An :func:`itertools.chain` of the pages a generator reads, so that stepping from one
+    message to the next runs no Python code (a generator yielding each message cost about
+    as much as decoding it). Dropping it, or :meth:`close`, ends the scan as closing a
+    generator would: the gateway-side scanner is closed."""
+
+    __slots__ = ("_pages",)
+    _pages: Generator[list[Message], None, None]
+
+    @classmethod
+    def over(cls, pages: Generator[list[Message], None, None]) -> ScanIterator:
+        it: ScanIterator = cls.from_iterable(pages)  # type: ignore[assignment]
+        it._pages = pages
+        return it
+
+    def close(self) -> None:
+        """Ends the scan now: closes the gateway-side scanner if it is still open (what is
+        left of the page already read still comes out, then nothing)."""
+        self._pages.close()
+
+
 class Queue:
     """One queue, used through one :class:`Connection`."""
 
@@ -576,7 +599,7 @@ class Queue:
         partitions: int | Sequence[int] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         limit: int | None = None,
-    ) -> Iterator[Message]:
+    ) -> ScanIterator:
         """Messages from ``start`` (inclusive) to ``stop`` (exclusive), in MessageID order
         (newest first with ``reverse``; then ``start`` is the newer end).
 
@@ -614,11 +637,11 @@ class Queue:
             if not pids:
                 raise InvalidArgument("partitions", "must not be empty")
             opener = ("combinedScannerOpen", self.name, pids, spec)
-        return self._scan(opener, batch_size, limit)
+        return ScanIterator.over(self._pages(opener, batch_size, limit))
 
-    def _scan(
+    def _pages(
         self, opener: tuple[Any, ...], batch_size: int, limit: int | None
-    ) -> Iterator[Message]:
+    ) -> Generator[list[Message], None, None]:
         if limit == 0:
             return
         conn = self.connection
@@ -628,7 +651,7 @@ class Queue:
             pages = fastpath.PagedScan(conn, ch, sid, batch_size, limit)
             try:
                 while page := pages.next():
-                    yield from page
+                    yield page
             finally:
                 pages.close()
             return
@@ -641,7 +664,7 @@ class Queue:
                 if not batch:
                     open_ = False  # the empty list freed it
                     return
-                yield from batch
+                yield batch
                 count += len(batch)
                 if limit is not None and count >= limit:
                     return
