@@ -10,6 +10,9 @@ Rows (100-byte messages, 1000 per call or batch, runs interleaved row by row):
 * read N messages from 1 partition; read N from 8 partitions (hqueue merges them in
   MessageID order; Kafka's consumer interleaves them as they come): one consumer process,
   the time to read all N (N = 1M, 200k with ``--quick``).
+* end-to-end p99 at 10k msg/s (a batch every 5 ms): hqueue put to push (a subscriber's
+  listener), hqueue put to pull (``Queue.pull`` in another process, acking each pull), Kafka
+  ``produce()`` to ``consume()`` in another process.
 
 hqueue is driven three ways: **friendly** (``hqueue.Connection(...).queue(q)``: ``put_many``
 and ``scan``, what the README shows), **producer** (``hqueue.Producer``, 4 calls in flight
