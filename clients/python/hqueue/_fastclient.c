@@ -533,8 +533,23 @@ static PyObject *message_end(PyObject *self, PyObject *args)
  * has looked at them. Not for tuple types with a __dict__ (a cycle could go through it). */
 static inline void untrack(PyObject *o, int allowed)
 {
-    if (allowed && PyObject_GC_IsTracked(o))
-        PyObject_GC_UnTrack(o);
+    if (allowed)
+        PyObject_GC_UnTrack(o); /* tp_alloc tracked it; untracking twice is harmless too */
+}
+
+/* Sequence numbers repeat across milliseconds (a put of n messages uses 0..n-1): the first
+ * SEQ_INTS are made once and shared, as CPython shares 0..256. */
+#define SEQ_INTS 4096
+static PyObject *seq_ints[SEQ_INTS];
+
+static PyObject *seq_int(int seq)
+{
+    if (seq < 0 || seq >= SEQ_INTS)
+        return PyLong_FromLong(seq);
+    if (!seq_ints[seq] && !(seq_ints[seq] = PyLong_FromLong(seq)))
+        return NULL;
+    Py_INCREF(seq_ints[seq]);
+    return seq_ints[seq];
 }
 
 /* 1 ok, 0 short or unusual, -1 Python error */
@@ -629,7 +644,7 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
                     *last_ts_value = ts;
                 }
             }
-            PyObject *s = PyLong_FromLong(seq);
+            PyObject *s = seq_int(seq);
             if (!t || !s) {
                 Py_XDECREF(t);
                 Py_XDECREF(s);
