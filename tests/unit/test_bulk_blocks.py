@@ -144,13 +144,16 @@ def test_acknowledged_records_are_skipped() -> None:
 def test_read_blocks_cuts_at_line_ends_and_numbers_lines() -> None:
     lines = [b'{"topic":"t","value":"%s"}' % (b"x" * (i % 50)) for i in range(20_000)]
     data = b"\n".join(lines)  # no final newline
-    got = list(read_blocks(io.BytesIO(data), 500))
+    got = list(read_blocks(io.BytesIO(data), 5000))
     assert len(got) > 2
-    assert b"".join(b for _, b in got) == data
+    assert b"".join(b for _, b, _ in got) == data
     n = 0
-    for first, block in got:
+    for first, block, count in got:
         assert first == n
-        n += block.count(b"\n") + (not block.endswith(b"\n"))
+        assert count == block.count(b"\n") + (not block.endswith(b"\n"))
+        if 0 < first and first + count < len(lines):  # the first reads 64 KiB to learn
+            assert 2500 < count < 10_000  # about 5000 lines each
+        n += count
     assert n == len(lines)
 
 

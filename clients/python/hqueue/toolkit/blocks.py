@@ -18,11 +18,12 @@ A block's result is picklable (bytes, ranges and lists): ``--workers N`` runs
 
 from __future__ import annotations
 
+import bisect
 import operator
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import msgspec
 
@@ -35,22 +36,23 @@ MIN_BLOCK_BYTES = 64 * 1024
 MAX_BLOCK_BYTES = 32 * 1024 * 1024
 
 
-class _Line(msgspec.Struct, forbid_unknown_fields=True):
-    """One JSON line as the fast path decodes it; anything off the common shape (a wrong type,
-    an unknown field) fails the block's decode and sends it down the per-line path."""
+class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One JSON line of the common shape, as the fast path decodes it. Anything else (base64
+    fields, a key, a partition given as a string or out of range, a missing field, a wrong
+    type) fails the block's decode and sends the block down the per-line path, which accepts
+    the rest of the format and names the line of an error."""
 
-    topic: str | None = None
-    topic_b64: str | None = None
-    value: str | None = None
-    value_b64: str | None = None
-    key: str | None = None
-    key_b64: str | None = None
-    partition: int | str | None = None
-    timestamp: Any = None
+    topic: str
+    value: str
+    partition: Annotated[int, msgspec.Meta(ge=0, le=I16_MAX)] | None = None
+    timestamp: Any = None  # written by export, ignored
     sequence: Any = None
 
 
 _DECODER = msgspec.json.Decoder(_Line)
+_TOPIC = operator.attrgetter("topic")
+_VALUE = operator.attrgetter("value")
+_PARTITION = operator.attrgetter("partition")
 
 
 @dataclass(frozen=True)
@@ -86,8 +88,9 @@ class BlockResult:
 # -- reading blocks ----------------------------------------------------------------------------
 
 
-def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, bytes]]:
-    """(number of the block's first line, the block's bytes: whole lines) until EOF. The block
+def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, bytes, int]]:
+    """(number of the block's first line, the block's bytes: whole lines, how many) until EOF.
+    The block
     size in bytes follows the average line length so a block holds about
     ``lines_per_block`` lines."""
     first = 0
@@ -110,7 +113,7 @@ def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, 
         if not block:
             break
         lines = block.count(b"\n") + (not block.endswith(b"\n"))
-        yield first, block
+        yield first, block, lines
         first += lines
         avg = max(len(block) // max(lines, 1), 1)
         target = max(MIN_BLOCK_BYTES, min(avg * lines_per_block, MAX_BLOCK_BYTES))
@@ -119,9 +122,13 @@ def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, 
 # -- one block -----------------------------------------------------------------------------------
 
 
-def encode_block(cfg: BlockConfig, first: int, block: bytes) -> BlockResult:
-    """The calls of one block (``first`` numbers its first line, from 0)."""
-    nlines = block.count(b"\n") + (not block.endswith(b"\n"))
+def encode_block(
+    cfg: BlockConfig, first: int, block: bytes, nlines: int | None = None
+) -> BlockResult:
+    """The calls of one block (``first`` numbers its first line, from 0; ``nlines`` its lines,
+    counted here if not given)."""
+    if nlines is None:
+        nlines = block.count(b"\n") + (not block.endswith(b"\n"))
     if first + nlines <= cfg.acked_prefix:
         return BlockResult([], 0)  # all acknowledged already: not even parsed
     if _any_acked(cfg, first, nlines):
@@ -133,25 +140,23 @@ def encode_block(cfg: BlockConfig, first: int, block: bytes) -> BlockResult:
     if len(lines) != nlines:  # an empty line (decode_lines skips it): let the slow path say so
         return _slow(cfg, first, block)
     n = nlines
-    topics: list[Any] = [x.topic for x in lines]
-    values: list[Any] = [x.value for x in lines]
-    odd = [x.topic_b64 or x.value_b64 or x.key or x.key_b64 for x in lines]
-    if topics.count(None) or values.count(None) or odd.count(None) != n:
-        return _slow(cfg, first, block)  # base64, keys or a missing field: rare, per line
+    topics: list[Any] = list(map(_TOPIC, lines))
+    values: list[Any] = list(map(_VALUE, lines))
     lengths = list(map(len, topics))
     if (min(lengths) == 0 or max(lengths) > 63) and any(  # 64+ characters may be > 255 bytes
         not 0 < len(t.encode("utf-8", "surrogatepass")) < 256 for t in topics
     ):
         return _slow(cfg, first, block)
-    parts: list[Any] = [x.partition for x in lines]
-    if parts.count(None) == n:
+    parts: list[Any] = list(map(_PARTITION, lines))
+    unset = parts.count(None)
+    if unset == n:
         if cfg.by_topic:
             parts = [zlib.crc32(t.encode("utf-8", "surrogatepass")) % cfg.partitions
                      for t in topics]  # fmt: skip
             return _grouped(cfg, first, topics, values, parts)
         return BlockResult(_ungrouped(cfg, first, topics, values), n)
-    if set(map(type, parts)) != {int} or min(parts) < 0 or max(parts) > I16_MAX:
-        return _slow(cfg, first, block)  # some without, as strings, or out of range
+    if unset:
+        return _slow(cfg, first, block)  # some with a partition, some without
     return _grouped(cfg, first, topics, values, parts)
 
 
@@ -205,14 +210,13 @@ def _grouped(
     cfg: BlockConfig, first: int, topics: list[Any], values: list[Any], parts: list[int]
 ) -> BlockResult:
     order = sorted(range(len(parts)), key=parts.__getitem__)  # stable: file order per partition
+    ordered = list(map(parts.__getitem__, order))
     outs: list[Out] = []
     i = 0
     n = len(order)
     while i < n:
-        p = parts[order[i]]
-        j = i + 1
-        while j < n and parts[order[j]] == p:
-            j += 1
+        p = ordered[i]
+        j = bisect.bisect_right(ordered, p, i)
         idx = order[i:j]
         for a, b in _spans(len(idx), cfg.batch_size):
             sub = idx[a:b]
@@ -301,6 +305,6 @@ def worker_init(cfg: BlockConfig) -> None:
     _worker_cfg = cfg
 
 
-def worker_encode(job: tuple[int, bytes]) -> BlockResult:
+def worker_encode(job: tuple[int, bytes, int]) -> BlockResult:
     assert _worker_cfg is not None
-    return encode_block(_worker_cfg, job[0], job[1])
+    return encode_block(_worker_cfg, *job)

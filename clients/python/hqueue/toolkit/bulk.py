@@ -46,6 +46,10 @@ def _bar(total: int | None, desc: str, enabled: bool | None) -> Any:
     )
 
 
+def _shown(enabled: bool | None) -> bool:
+    return sys.stderr.isatty() if enabled is None else enabled
+
+
 def run_import(
     connect: Callable[[], Client],
     args: Any,
@@ -76,8 +80,8 @@ def run_import(
         raise ToolkitError("--resume: reading stdin, so give --state PATH to resume from")
     state = StateFile(path, args.queue, args.file) if path is not None else None
     tracker = state.load() if args.resume and state is not None else AckTracker()
-    try:
-        total = count_records(args.file)
+    try:  # the bar's total, counted only for a bar that is shown
+        total = count_records(args.file) if _shown(args.progress) else None
     except OSError as exc:
         raise ToolkitError(f"cannot read {args.file}: {exc.strerror}") from None
     if total is not None and fmt == "csv":

@@ -313,7 +313,7 @@ def read_blocks(
             binary.close()
 
     if workers <= 0:
-        return (encode_block(cfg, first, block) for first, block in raw), close
+        return (encode_block(cfg, *job) for job in raw), close
     pool = multiprocessing.get_context("fork").Pool(
         workers, initializer=blocks.worker_init, initargs=(cfg,)
     )
