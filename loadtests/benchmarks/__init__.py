@@ -20,6 +20,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.push",
     "loadtests.benchmarks.cluster",
     "loadtests.benchmarks.kafka",
+    "loadtests.benchmarks.operating",
 )
 
 

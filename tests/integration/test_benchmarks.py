@@ -32,6 +32,7 @@ def test_list_names_every_section() -> None:
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == [
         "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "cluster", "kafka",
+        "import", "metrics", "tls",
     ]  # fmt: skip
 
 

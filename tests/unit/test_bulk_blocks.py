@@ -151,7 +151,7 @@ def test_read_blocks_cuts_at_line_ends_and_numbers_lines() -> None:
     for first, block, count in got:
         assert first == n
         assert count == block.count(b"\n") + (not block.endswith(b"\n"))
-        if 0 < first and first + count < len(lines):  # the first reads 64 KiB to learn
+        if first > 0 and first + count < len(lines):  # the first reads 64 KiB to learn
             assert 2500 < count < 10_000  # about 5000 lines each
         n += count
     assert n == len(lines)
