@@ -151,13 +151,24 @@ def encode_block(
     unset = parts.count(None)
     if unset == n:
         if cfg.by_topic:
-            parts = [zlib.crc32(t.encode("utf-8", "surrogatepass")) % cfg.partitions
-                     for t in topics]  # fmt: skip
-            return _grouped(cfg, first, topics, values, parts)
+            return _grouped(cfg, first, topics, values, _topic_partitions(cfg, topics))
         return BlockResult(_ungrouped(cfg, first, topics, values), n)
     if unset:
         return _slow(cfg, first, block)  # some with a partition, some without
     return _grouped(cfg, first, topics, values, parts)
+
+
+_crc: dict[str, int] = {}  # topic -> crc32 of its UTF-8 (topics repeat: stations, devices)
+
+
+def _topic_partitions(cfg: BlockConfig, topics: list[str]) -> list[int]:
+    """``crc32(topic) % partitions`` of each topic (``--partition-by-topic``)."""
+    if len(_crc) > 100_000:
+        _crc.clear()
+    for t in set(topics).difference(_crc):
+        _crc[t] = zlib.crc32(t.encode("utf-8", "surrogatepass"))
+    n = cfg.partitions
+    return [c % n for c in map(_crc.__getitem__, topics)]
 
 
 def _any_acked(cfg: BlockConfig, first: int, n: int) -> bool:
