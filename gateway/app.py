@@ -345,6 +345,12 @@ class Gateway:
         )
         self.service.forwarder = self.forwarder
         self.service.cluster = self.cluster
+        if self.service.subscriptions is not None:  # pulls and acks through any gateway
+            from .cluster.pulls import cluster_pulls
+
+            self.service.subscriptions.cluster = cluster_pulls(
+                self.cluster, self.service.subscriptions, self.forwarder, thrift
+            )
         self.store.guard = self.cluster.guard  # type: ignore[attr-defined]
         self.cluster.start()
 
