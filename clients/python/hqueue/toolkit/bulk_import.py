@@ -24,6 +24,7 @@ batches would be sent again.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import io
 import itertools
@@ -323,7 +324,18 @@ def read_blocks(
         pool.join()
         close()
 
-    return pool.imap(blocks.worker_encode, raw, chunksize=1), close_all
+    def in_order() -> Iterator[BlockResult]:
+        # at most two blocks per worker in flight: Pool.imap would read the whole input
+        # ahead and keep every result the senders have not taken yet
+        pending: collections.deque[Any] = collections.deque()
+        for job in raw:
+            pending.append(pool.apply_async(blocks.worker_encode, (job,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+    return in_order(), close_all
 
 
 def keys_supported() -> bool:
