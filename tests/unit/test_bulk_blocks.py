@@ -176,3 +176,19 @@ def test_out_numbers_are_ranges_when_evenly_spaced() -> None:
 
 def test_errors_are_toolkit_errors() -> None:
     assert issubclass(type(encode_block(cfg(), 0, b"[1]\n").error), ToolkitError)
+
+
+def test_large_blocks_are_decoded_in_pieces_alike() -> None:
+    from hqueue.toolkit import blocks
+
+    rows = [{"topic": f"t{i % 7}", "value": "v" * (i % 90), "partition": i % 4}
+            for i in range(20_000)]  # fmt: skip
+    lines = jsonl(rows)
+    block = b"\n".join(lines) + b"\n"
+    assert len(block) > 4 * blocks.DECODE_BYTES
+    c = cfg(batch_size=1000)
+    assert messages(encode_block(c, 0, block)) == messages(reference(c, lines))
+    bad = [*lines[:19_990], b'{"topic": "t"', *lines[19_991:]]  # in the last piece
+    got = encode_block(c, 0, b"\n".join(bad) + b"\n")
+    assert got.error is not None and "line 19991: not valid JSON" in got.error.message
+    assert got.records == 19_990

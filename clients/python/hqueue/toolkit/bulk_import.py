@@ -46,6 +46,7 @@ from .commands import Client, ToolkitError
 from .records import CsvColumns, key_field, read_csv, tmessages
 
 STATE_SUFFIX = ".hqimport"
+SWITCH_INTERVAL = 0.0002  # seconds: sys.setswitchinterval while importing (see Importer.run)
 STATE_VERSION = 1
 
 
@@ -241,6 +242,12 @@ class Importer:
             s.start()
         sent = 0
         read_error: BaseException | None = None
+        # The parsing thread runs C calls of a millisecond or two (a block's decode) that
+        # hold the GIL; a sender whose reply came in waits for the GIL before it sends the
+        # next call, and by default asks for it only after 5 ms: the gateway idles meanwhile.
+        # A shorter interval keeps the calls flowing (1.5-2x the import rate, measured).
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
             for block in blocks:
                 if self.failure is not None:
@@ -258,6 +265,7 @@ class Importer:
                 s.calls.put(None)
             for s in self._senders:
                 s.join()
+            sys.setswitchinterval(interval)
         if self.failure is not None:
             raise self.failure
         if read_error is not None:
