@@ -1,13 +1,15 @@
 """``hqueue import``: a file of messages into a queue, batched, pipelined and resumable.
 
-How it goes fast: the reader (this thread) parses records and groups them per partition into
-batches; each batch goes to one of ``connections`` sender threads, each with its own
-connection, so several calls are in flight at once while the reader goes on parsing. A
+How it goes fast: the input is read in blocks of whole lines, and each block is parsed,
+grouped per partition and encoded into whole put calls (:mod:`blocks`: msgspec and the
+client's C encoder), in this thread or, with ``--workers N``, in N processes whose results
+come back in file order. Each call goes to one of ``connections`` sender threads, each with
+its own connection, so several calls are in flight at once while the next block is parsed
+(the GIL switch interval is shortened meanwhile, so a sender is not kept waiting). A
 partition always goes to the same connection, so messages of one partition are stored in the
 order of the file. Records without a partition are batched together and sent with
 ``putMessages`` (the gateway picks one random partition per call), round-robin over the
-connections. Requests are encoded straight to bytes (:class:`records.PutEncoder`), not
-through a TMessage object per message.
+connections.
 
 How it resumes: every acknowledged batch marks its records (by record number) in an
 :class:`AckTracker`; a writer thread keeps a small state file next to the input
