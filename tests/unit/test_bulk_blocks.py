@@ -192,3 +192,17 @@ def test_large_blocks_are_decoded_in_pieces_alike() -> None:
     got = encode_block(c, 0, b"\n".join(bad) + b"\n")
     assert got.error is not None and "line 19991: not valid JSON" in got.error.message
     assert got.records == 19_990
+
+
+@pytest.mark.parametrize("partition", [None, 3])
+def test_the_c_encoder_writes_what_the_reference_encoder_writes(partition: int | None) -> None:
+    from hqueue import codec
+    from hqueue.toolkit.records import PutEncoder, Record
+
+    rs = [Record(b"t1", b"v1"), Record(b"t\xc3\xa9", b"\xff\x00" * 40), Record(b"t", b"")]
+    want = PutEncoder().encode(b"q", partition, rs)
+    got = codec.encode_put_lists(
+        0, b"q", -1 if partition is None else partition, [r.topic for r in rs],
+        [r.value for r in rs], 0,
+    )  # fmt: skip
+    assert got == want

@@ -304,14 +304,13 @@ def encode_records(cfg: BlockConfig, recs: list[tuple[int, Record]]) -> BlockRes
             payload: bytes | list[Record]
             if encoder is None:
                 payload = rs
-            elif any(r.key is not None for r in rs) or p is None:
-                # keys: the client codec has no key field; None: each record's own partition
-                # field is left out, as the reference encoder does
+            elif any(r.key is not None for r in rs):  # the client codec has no key field
                 payload = encoder.encode(cfg.queue, p, rs)
-            else:
+            else:  # the same bytes as the reference encoder, in C
                 payload = codec.encode_put_lists(
-                    0, cfg.queue, p, [r.topic for r in rs], [r.value for r in rs], 0
-                )
+                    0, cfg.queue, -1 if p is None else p, [r.topic for r in rs],
+                    [r.value for r in rs], 0,
+                )  # fmt: skip
             outs.append(Out(p, payload, nums))
     return BlockResult(outs, len(recs))
 
