@@ -179,7 +179,7 @@ class Gateway:
                 max_value_bytes=self.config.max_value_bytes,
             )
             # issue 13: message keys/properties, and dead letters written through the service
-            self.extras = MessageExtras(self.store, sweep_interval=self.config.ttl_sweep_interval)
+            self.extras = MessageExtras(self.store)
             self.extras.start()
             self.service.extras = self.extras
             self.service.subscriptions = SubscriptionService(

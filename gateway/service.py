@@ -217,8 +217,8 @@ class GatewayService:
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
+            self._save_extras(meta, firsts, extras)  # first: a visible message's key is found
             self._write(meta, batches)
-            self._save_extras(meta, firsts, extras)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
         return firsts
@@ -304,12 +304,13 @@ class GatewayService:
                         cluster.check_id(last.timestamp)
                         keys = consecutive_keys(pid, ts, seq, len(values))
                         batches.append(PutBatch(pid, keys, topics, values))
+                    # before the rows (see _store); only the local groups' (a forwarded
+                    # group's owner saves its own)
+                    self._save_extras(meta, {b.partition: firsts[b.partition] for b in batches},
+                                      extras)  # fmt: skip
                     self._write(meta, batches)
                 for b in batches:
                     cluster.count_put(name, b.partition, len(b.keys))
-                # only the local groups' (a forwarded group's owner saves its own)
-                self._save_extras(meta, {b.partition: firsts[b.partition] for b in batches},
-                                  extras)  # fmt: skip
                 if self.after_put is not None:
                     self.after_put(name, [b.partition for b in batches])
         finally:
@@ -470,18 +471,16 @@ class GatewayService:
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
             return got
-        if self.extras is not None and self.extras.has_any(scanner.queue):
+        meta = self.store.get_queue(scanner.queue)
+        if self.extras is not None and meta is not None and self.extras.has_any(meta):
             return self._with_extras(scanner.queue, got)
         return got
 
     def _with_extras(self, queue: str, got: MessageRows) -> list[Any]:
         messages = got.to_messages(self._t)
-        if self.extras is not None and self.extras.has_any(queue):
-            for m in messages:
-                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
-                if ex:
-                    m.key = ex.key
-                    m.properties = ex.properties or None
+        meta = self.store.get_queue(queue)
+        if self.extras is not None and meta is not None:
+            self.extras.attach(meta, messages)
         return messages
 
     def findMessagesByKey(self, queueName: Any, key: Any, limit: Any) -> list[Any]:

@@ -7,6 +7,7 @@ long as it renews its lease. Arguments are checked here and named in every error
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta, Row
 from . import groups
 from . import pull as pull_module
-from .registry import SubscriptionRegistry
+from .registry import CheckpointConflict, SubscriptionRegistry
 
 if TYPE_CHECKING:
     from ..cluster.pulls import ClusterPulls
@@ -168,6 +169,14 @@ class SubscriptionService:
             return 0
         count = self._count(dlq, 0, None)
         upto = (last.timestamp, last.sequence)
+        # The new epoch restarts the subscriber's workers from the record's checkpoints: write
+        # their progress there first, or what they delivered since the last checkpoint write
+        # would go out again.
+        run = None if self.manager is None else self.manager.runs().get((meta.name, name))
+        if run is not None and not run.updater.conflicted:
+            # a conflict: registered again meanwhile, its workers restart from the record anyway
+            with contextlib.suppress(CheckpointConflict):
+                run.updater.flush()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
             if existing is None:
@@ -290,12 +299,9 @@ class SubscriptionService:
     def _messages(self, queue: str, rows: list[tuple[int, Row]]) -> list[Any]:
         t = self._t
         out = [t.TMessage(t.TMessageID(r[0], r[1]), p, r[2], r[3]) for p, r in rows]
-        if self.extras is not None and self.extras.has_any(queue):
-            for m in out:
-                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
-                if ex:
-                    m.key = ex.key
-                    m.properties = ex.properties or None
+        meta = self.store.get_queue(queue)
+        if self.extras is not None and meta is not None:
+            self.extras.attach(meta, out)
         return out
 
     def _manager(self) -> WorkerManager:
