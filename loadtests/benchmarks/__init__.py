@@ -18,8 +18,10 @@ SECTION_MODULES = (
     "loadtests.benchmarks.backlog",
     "loadtests.benchmarks.hbase",
     "loadtests.benchmarks.push",
+    "loadtests.benchmarks.consumers",
     "loadtests.benchmarks.cluster",
     "loadtests.benchmarks.kafka",
+    "loadtests.benchmarks.operating",
 )
 
 

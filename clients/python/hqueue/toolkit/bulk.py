@@ -24,10 +24,10 @@ from .bulk_import import (
     StateFile,
     count_records,
     keys_supported,
-    read_records,
+    read_blocks,
     state_path,
 )
-from .commands import Client, ToolkitError, close_client
+from .commands import Client, ToolkitError, close_client, parse_message_id
 
 EXPORT_BATCH = 5000  # messages per messageScannerGetList
 STATE_WRITE_INTERVAL = 0.05  # seconds between state rewrites while acknowledgements come
@@ -46,6 +46,10 @@ def _bar(total: int | None, desc: str, enabled: bool | None) -> Any:
     )
 
 
+def _shown(enabled: bool | None) -> bool:
+    return sys.stderr.isatty() if enabled is None else enabled
+
+
 def run_import(
     connect: Callable[[], Client],
     args: Any,
@@ -57,6 +61,9 @@ def run_import(
         raise ToolkitError("--batch-size must be >= 1")
     if not 1 <= args.connections <= 64:
         raise ToolkitError("--connections must be 1..64")
+    workers = getattr(args, "workers", 0) or 0
+    if not 0 <= workers <= 64:
+        raise ToolkitError("--workers must be 0..64")
     fmt = args.format or ("csv" if args.file.endswith(".csv") else "jsonl")
     columns = records.CsvColumns(
         topic=args.topic_column,
@@ -73,35 +80,39 @@ def run_import(
         raise ToolkitError("--resume: reading stdin, so give --state PATH to resume from")
     state = StateFile(path, args.queue, args.file) if path is not None else None
     tracker = state.load() if args.resume and state is not None else AckTracker()
-    try:
-        total = count_records(args.file)
+    try:  # the bar's total, counted only for a bar that is shown
+        total = count_records(args.file) if _shown(args.progress) else None
     except OSError as exc:
         raise ToolkitError(f"cannot read {args.file}: {exc.strerror}") from None
     if total is not None and fmt == "csv":
         total = max(total - 1, 0)  # the header
-    stream: IO[Any] | None = None
+    close_input: Callable[[], None] | None = None
     clients: list[Client] = []
     try:
         clients.append(connect())
         partitions = len(clients[0].getQueueLocations(args.queue.encode()))
         clients.extend(connect() for _ in range(args.connections - 1))
+        importer = Importer(
+            clients,
+            args.queue,
+            ImportOptions(args.batch_size, args.connections, args.partition_by_topic, workers),
+            tracker,
+            lambda n: None,
+            partitions,
+            binary=binary,
+        )
         try:
-            source, stream = read_records(args.file, fmt, columns, keys, tracker.is_acked)
+            # before any thread starts: --workers forks its processes here
+            source, close_input = read_blocks(
+                args.file, fmt, columns, importer.config(keys), workers
+            )
         except OSError as exc:
             raise ToolkitError(f"cannot read {args.file}: {exc.strerror}") from None
         bar = _bar(total, f"import {args.queue}", args.progress)
         bar.update(tracker.count)
+        importer.progress = bar.update
         started = time.monotonic()
         already = tracker.count
-        importer = Importer(
-            clients,
-            args.queue,
-            ImportOptions(args.batch_size, args.connections, args.partition_by_topic),
-            tracker,
-            bar.update,
-            partitions,
-            binary=binary,
-        )
         writer = _StateWriter(state, tracker)
         writer.start()
         complete = False
@@ -120,8 +131,8 @@ def run_import(
             + ("" if sent == acked else f" (of {sent} sent)")
         )
     finally:
-        if stream is not None and stream is not sys.stdin.buffer:
-            stream.close()
+        if close_input is not None:
+            close_input()
         for c in clients:
             close_client(c)
 
@@ -155,6 +166,12 @@ class _StateWriter(threading.Thread):
 # -- export ------------------------------------------------------------------------------------
 
 
+def parse_point(text: str, flag: str) -> tuple[int, int]:
+    """A MessageID ``TS.SEQ`` as itself, else a time (see :func:`parse_time`) as (ms, 0)."""
+    mid = parse_message_id(text, flag)
+    return mid if mid is not None else (parse_time(text, flag), 0)
+
+
 def parse_time(text: str, flag: str) -> int:
     """Milliseconds since the epoch from an integer (ms) or an ISO-8601 date/time (UTC unless
     it says otherwise)."""
@@ -176,14 +193,14 @@ def parse_time(text: str, flag: str) -> int:
 def run_export(client: Client, args: Any, out: IO[str]) -> str:
     """Writes the queue's messages (oldest first, merged over the partitions) as JSON Lines."""
     t = hqueue_thrift()
-    start = parse_time(args.from_, "--from") if args.from_ else None
-    stop = parse_time(args.to, "--to") if args.to else None
+    start = parse_point(args.from_, "--from") if args.from_ else None
+    stop = parse_point(args.to, "--to") if args.to else None
     if start is not None and stop is not None and stop <= start:
         raise ToolkitError("--to must be later than --from")
     topics = [x.encode() for x in args.topics.split(",") if x] if args.topics else None
     scan = t.TMessageScan(
-        startMessageID=None if start is None else t.TMessageID(timestamp=start, sequenceID=0),
-        stopMessageID=None if stop is None else t.TMessageID(timestamp=stop, sequenceID=0),
+        startMessageID=None if start is None else t.TMessageID(*start),
+        stopMessageID=None if stop is None else t.TMessageID(*stop),
         topics=topics,
         caching=EXPORT_BATCH,
     )
