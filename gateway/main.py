@@ -404,7 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         gateway.start()
     except Exception as exc:
-        logging.getLogger("gateway").error("cannot start: %s", exc)
+        logging.getLogger("gateway").error("cannot start: %s", exc, exc_info=True)
         return 1
     gateway.run_until_signal()
     return 0
