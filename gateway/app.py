@@ -71,6 +71,7 @@ class GatewayConfig:
     request_timeout: float = 30.0  # seconds a partly received request may go without a byte
     max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
     send_timeout: float = 60.0  # seconds one reply may take to be sent
+    max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
     subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
     max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
@@ -154,6 +155,7 @@ class Gateway:
                     request_timeout=self.config.request_timeout,
                     send_timeout=self.config.send_timeout,
                     max_pending_bytes=self.config.max_pending_request_bytes,
+                    max_reply_bytes=self.config.max_reply_bytes,
                 ),
                 tls=server_tls,
             )

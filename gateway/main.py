@@ -213,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
         "connection (default %(default)s)",
     )
     guard.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        help="bytes of replies all connections together may be sending; past it no connection "
+        "reads a new request until sends finish or time out (default 256 MiB)",
+    )
+    guard.add_argument(
         "--subscriber-hosts",
         default="",
         metavar="HOST[,HOST...]",
@@ -308,6 +315,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_buffer_bytes",
         "log_segment_mb",
         "max_scanner_partitions",
+        "max_reply_bytes",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -392,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         request_timeout=args.request_timeout,
         max_pending_request_bytes=args.max_pending_request_bytes,
         send_timeout=args.send_timeout,
+        max_reply_bytes=args.max_reply_bytes,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
         max_scanner_partitions=args.max_scanner_partitions,
         tls=tls_config,

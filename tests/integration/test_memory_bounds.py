@@ -235,6 +235,63 @@ def test_a_client_that_never_reads_is_dropped(start_gateway: Any, T: Any) -> Non
     assert not pinger.problems()
 
 
+def test_replies_in_flight_share_a_capped_budget(start_gateway: Any, T: Any) -> None:
+    """8 clients ask for 16 MiB replies and never read them: each one alone holds only its
+    reply until --send-timeout, but together they held 8 of them. Past --max-reply-bytes
+    (32 MiB here) no connection starts a request with a large reply until sends drain: 2
+    replies are made (the second passes the limit), the other 6 requests wait, and are let
+    through one at a time as room comes back. Puts go on."""
+    gw = start_gateway("--send-timeout", "3", "--max-reply-bytes", str(32 * MiB))
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    for _ in range(4):
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"v" * MiB)] * 5)
+    base = rss(gw)
+    socks = []
+    with RssPeak(gw.pid) as peak:
+        sids = []
+        for _ in range(8):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((gw.host, gw.port))
+            s.sendall(b_msg("queueScannerOpen") + b_field(T_STRING, 1) + b_str(b"q") + b"\x00")
+            state, reply = read_reply(s)
+            assert state == "reply", reply
+            sids.append(struct.unpack(">i", reply[-5:-1])[0])
+            socks.append(s)
+        for s, sid in zip(socks, sids, strict=True):  # 16 MiB replies, never read
+            s.sendall(
+                b_msg("messageScannerGetList") + b_field(T_I32, 1) + b_i32(sid)
+                + b_field(T_I32, 2) + b_i32(20) + b"\x00"
+            )  # fmt: skip
+        time.sleep(1.5)  # well within the send timeout: the budget is spent now
+        stuck = rss(gw) - base
+        answered = 0
+        for s in socks:
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                answered += bool(s.recv(1, socket.MSG_PEEK))
+        t0 = time.monotonic()
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"meanwhile")])
+        put_took = time.monotonic() - t0
+        poll(lambda: gw.log().count("read no reply") >= 2, timeout=20, what="the first drops")
+        # room again: the waiting requests are let through (one at a time)
+        poll(lambda: gw.log().count("read no reply") >= 3, timeout=20, what="a next one")
+    for s in socks:
+        s.close()
+    print(
+        f"8 clients not reading, 32 MiB reply budget: {answered} of 8 got a reply started, "
+        f"+{stuck / MB:.0f} MB while stuck (peak +{peak.growth / MB:.0f}); a put meanwhile "
+        f"took {put_took * 1000:.0f} ms"
+    )
+    assert answered == 2
+    assert put_took < 1.0
+    assert stuck < 4 * 16 * MB
+    assert peak.growth < 5 * 16 * MB  # not the 6 waiting replies at once when room came back
+    sid = c.messageScannerOpen("q", 0, T.TMessageScan(caching=1))
+    assert len(c.messageScannerGetList(sid, 1)) == 1  # and reads go on once it drained
+
+
 def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any, T: Any) -> None:
     """A queue scanner over 32767 partitions cost ~32 MiB at open, so a handful exhausted
     memory. Cursors are now made at the first read and dropped when their partition is
