@@ -74,6 +74,7 @@ class GatewayConfig:
     max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
     subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
     max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
+    max_scanner_bytes: int = 256 << 20  # rows all open scanners hold (read-ahead) together
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
@@ -102,6 +103,7 @@ class Gateway:
             idle_timeout=config.scanner_timeout,
             max_open=config.max_scanners,
             max_partitions=config.max_scanner_partitions,
+            max_bytes=config.max_scanner_bytes,
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None

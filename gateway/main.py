@@ -233,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="partitions all open scanners may cover together; opening more is an IOError "
         "(default %(default)s: 32 scanners over the widest queue)",
     )
+    guard.add_argument(
+        "--max-scanner-bytes",
+        type=int,
+        default=256 << 20,
+        help="bytes of rows all open scanners may hold together (read ahead, kept between "
+        "calls); past it idle scanners forget their read-ahead, least recently used first, "
+        "then reads are refused with IOError (default 256 MiB)",
+    )
     return p
 
 
@@ -316,6 +324,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "log_segment_mb",
         "max_scanner_partitions",
         "max_reply_bytes",
+        "max_scanner_bytes",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -403,6 +412,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_reply_bytes=args.max_reply_bytes,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
         max_scanner_partitions=args.max_scanner_partitions,
+        max_scanner_bytes=args.max_scanner_bytes,
         tls=tls_config,
         admin_identities=args.admin_identities,
         admin_token_file=args.admin_token_file,

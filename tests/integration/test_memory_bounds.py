@@ -292,6 +292,32 @@ def test_replies_in_flight_share_a_capped_budget(start_gateway: Any, T: Any) -> 
     assert len(c.messageScannerGetList(sid, 1)) == 1  # and reads go on once it drained
 
 
+def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: Any) -> None:
+    """8 scanners each read 1 of 16 messages of 1 MiB (caching 16): each read 16 MiB ahead and
+    kept 15 MiB between calls, ~120 MiB together, however few partitions they covered. Past
+    --max-scanner-bytes (24 MiB here) the read-ahead of idle scanners is forgotten, least
+    recently used first, and read again when asked: every scanner still reads every message
+    once, in order."""
+    gw = start_gateway("--max-scanner-bytes", str(24 * MiB))
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    for i in range(16):
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"%2d" % i + bytes(MiB))])
+    base = rss(gw)
+    sids = [c.messageScannerOpen("q", 0, T.TMessageScan(caching=16)) for _ in range(8)]
+    firsts = [c.messageScannerGetList(sid, 1)[0].value[:2] for sid in sids]
+    time.sleep(0.2)
+    held = rss(gw) - base
+    print(f"8 scanners, 24 MiB budget: +{held / MB:.0f} MB held after one message each")
+    assert firsts == [b" 0"] * 8
+    assert held < 60 * MB  # without the cap: +120 MB and more
+    for sid in sids:
+        rest = []
+        while batch := c.messageScannerGetList(sid, 4):
+            rest += [m.value[:2] for m in batch]
+        assert rest == [b"%2d" % i for i in range(1, 16)]
+
+
 def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any, T: Any) -> None:
     """A queue scanner over 32767 partitions cost ~32 MiB at open, so a handful exhausted
     memory. Cursors are now made at the first read and dropped when their partition is
