@@ -274,6 +274,8 @@ class Gateway:
                     "open_scanners": len(self.scanners),
                     "open_connections": server.open_connections,
                     "connections_accepted": server.accepted,
+                    "scanner_bytes": self.scanners.meter.used,
+                    "reply_bytes": server.replies.used,
                 }
 
             self.http["metrics"] = serve_wsgi(

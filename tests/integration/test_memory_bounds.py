@@ -18,6 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.conftest import free_port
+from tests.integration.test_metrics import scrape
 from tests.integration.test_robustness import (
     MB,
     T_I32,
@@ -298,7 +300,8 @@ def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: An
     --max-scanner-bytes (24 MiB here) the read-ahead of idle scanners is forgotten, least
     recently used first, and read again when asked: every scanner still reads every message
     once, in order."""
-    gw = start_gateway("--max-scanner-bytes", str(24 * MiB))
+    port = free_port()
+    gw = start_gateway("--max-scanner-bytes", str(24 * MiB), "--metrics-port", str(port))
     c = gw.client()
     c.createQueue("q", 1, 3600, {})
     for i in range(16):
@@ -308,8 +311,13 @@ def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: An
     firsts = [c.messageScannerGetList(sid, 1)[0].value[:2] for sid in sids]
     time.sleep(0.2)
     held = rss(gw) - base
-    print(f"8 scanners, 24 MiB budget: +{held / MB:.0f} MB held after one message each")
+    counted = scrape(port)[("hqueue_scanner_bytes", ())]
+    print(
+        f"8 scanners, 24 MiB budget: +{held / MB:.0f} MB held after one message each "
+        f"(the scanners count {counted / MiB:.1f} MiB)"
+    )
     assert firsts == [b" 0"] * 8
+    assert 0 < counted <= 24 * MiB
     assert held < 60 * MB  # without the cap: +120 MB and more
     for sid in sids:
         rest = []
