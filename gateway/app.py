@@ -183,7 +183,7 @@ class Gateway:
                 max_value_bytes=self.config.max_value_bytes,
             )
             # issue 13: message keys/properties, and dead letters written through the service
-            self.extras = MessageExtras(self.store, sweep_interval=self.config.ttl_sweep_interval)
+            self.extras = MessageExtras(self.store)
             self.extras.start()
             self.service.extras = self.extras
             self.service.subscriptions = SubscriptionService(
@@ -351,6 +351,12 @@ class Gateway:
         )
         self.service.forwarder = self.forwarder
         self.service.cluster = self.cluster
+        if self.service.subscriptions is not None:  # pulls and acks through any gateway
+            from .cluster.pulls import cluster_pulls
+
+            self.service.subscriptions.cluster = cluster_pulls(
+                self.cluster, self.service.subscriptions, self.forwarder, thrift
+            )
         self.store.guard = self.cluster.guard  # type: ignore[attr-defined]
         self.cluster.start()
 

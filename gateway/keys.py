@@ -2,23 +2,15 @@
 
 The message rows themselves keep the seed's layout (row key = partition + MessageID, column
 ``message:<topic>``, value = body), which every scan and every C encoder relies on. What a
-message carries beyond topic and body (``TMessage.key`` and ``properties``) is stored by the
-gateway in the store's record API, under two namespaces:
+message carries beyond topic and body (``TMessage.key`` and ``properties``) goes to the store's
+key index (:meth:`gateway.store.base.PartitionStore.put_extras`): per message the encoded
+:class:`Extras` (JSON, bytes as base64), and per key the messages put with it. The embedded
+store keeps them in a column family of their own, HBase in a table per queue; both expire them
+with the messages (see docs/ARCHITECTURE.md, "Message keys and properties").
 
-- ``extras``: key ``<queue>/<partition>/<ts>.<seq>`` (fixed-width digits, so records sort in
-  MessageID order), value ``{"k": key, "p": {name: value}}`` (bytes as base64);
-- ``keys``: key ``<queue>/<hex(key)>/<ts>.<seq>.<partition>``, empty value: the index
-  ``findMessagesByKey`` reads, newest first.
-
-Only messages that have a key or properties cost anything; the rest stay on the fast paths.
-A queue gets a marker record (namespace ``extras-queues``) on its first such message, so scans
-of queues without any skip the lookup. Records expire with the queue's TTL: a sweep every
-``sweep_interval`` seconds deletes those older than it (and those of deleted queues).
-
-Over the embedded store the records live in RocksDB's default column family (keys
-``record\\0<namespace>\\0...``); over HBase in the metadata table (one row per record). A
-dedicated column family / table per queue would scan faster at high volume; the interface here
-(:class:`MessageExtras`) is what would change, not its callers.
+They are written before the rows, so a message a reader can see always has its key findable.
+Only messages that have a key or properties cost anything; the rest stay on the fast paths, and
+reads of queues without any skip the lookup (``has_any``).
 """
 
 from __future__ import annotations
@@ -28,17 +20,17 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import gevent
 
-from .ids import wall_clock_ms
+from .rowkey import MessageId
 from .store.base import PartitionStore, QueueMeta
 
 log = logging.getLogger(__name__)
 
-EXTRAS = "extras"
-KEYS = "keys"
-MARKERS = "extras-queues"
+# Records of the first format (the store's record API), deleted once at start.
+_OLD_NAMESPACES = ("extras", "keys", "extras-queues")
 MAX_KEY_BYTES = 255
 MAX_PROPERTIES = 64
 MAX_PROPERTY_BYTES = 64 * 1024  # names and values of one message together
@@ -70,107 +62,68 @@ class Extras:
         return cls(key, props)
 
 
-def _id_text(mid: Id) -> str:
-    return f"{mid[0]:013d}.{mid[1]:05d}"
-
-
-def _extras_key(queue: str, partition: int, mid: Id) -> str:
-    return f"{queue}/{partition:05d}/{_id_text(mid)}"
-
-
-def _index_prefix(queue: str, key: bytes) -> str:
-    return f"{queue}/{key.hex()}/"
-
-
 class MessageExtras:
-    def __init__(self, store: PartitionStore, *, sweep_interval: float = 60.0) -> None:
+    """The gateway's view of the store's key index (encodes and decodes :class:`Extras`)."""
+
+    def __init__(self, store: PartitionStore) -> None:
         self.store = store
-        self.sweep_interval = sweep_interval  # seconds
-        self._marked: set[str] = set()
-        self._loaded = False
-        self._sweeper: gevent.Greenlet | None = None
+        self._cleaner: gevent.Greenlet | None = None
 
     def start(self) -> None:
-        self._sweeper = gevent.spawn(self._sweep_loop)
+        self._cleaner = gevent.spawn(self._forget_old_records)
 
     def stop(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.kill()
-
-    # -- writing --------------------------------------------------------------------------
+        if self._cleaner is not None:
+            self._cleaner.kill()
 
     def save(self, meta: QueueMeta, partition: int, items: Iterable[tuple[Id, Extras]]) -> None:
-        """Stores the extras of messages just assigned these ids (call before acknowledging
-        the put, so a reader that sees the message can find its key)."""
-        items = [(mid, ex) for mid, ex in items if ex]
-        if not items:
-            return
-        if meta.name not in self.marked():
-            self.store.put_record(MARKERS, meta.name, b"1")
-            self._marked.add(meta.name)
-        for mid, ex in items:
-            self.store.put_record(EXTRAS, _extras_key(meta.name, partition, mid), ex.encode())
-            if ex.key is not None:
-                index = f"{_index_prefix(meta.name, ex.key)}{_id_text(mid)}.{partition:05d}"
-                self.store.put_record(KEYS, index, b"")
+        """Stores the extras of messages about to be put with these ids (before the rows, so
+        a reader that sees a message can find its key)."""
+        found = [(partition, MessageId(*mid), ex.key, ex.encode()) for mid, ex in items if ex]
+        if found:
+            self.store.put_extras(meta, found)
 
-    # -- reading --------------------------------------------------------------------------
+    def has_any(self, meta: QueueMeta) -> bool:
+        return self.store.has_extras(meta)
 
-    def marked(self) -> set[str]:
-        if not self._loaded:
-            self._marked |= {k for k, _ in self.store.list_records(MARKERS)}
-            self._loaded = True
-        return self._marked
+    def get_many(self, meta: QueueMeta, partition: int, ids: list[Id]) -> dict[Id, Extras]:
+        raw = self.store.get_extras(meta, partition, [MessageId(*mid) for mid in ids])
+        return {(mid[0], mid[1]): Extras.decode(v) for mid, v in raw.items()}
 
-    def has_any(self, queue: str) -> bool:
-        return queue in self.marked()
-
-    def get(self, queue: str, partition: int, mid: Id) -> Extras:
-        raw = self.store.get_record(EXTRAS, _extras_key(queue, partition, mid))
-        return Extras() if raw is None else Extras.decode(raw)
+    def get(self, meta: QueueMeta, partition: int, mid: Id) -> Extras:
+        return self.get_many(meta, partition, [mid]).get((mid[0], mid[1]), Extras())
 
     def lookup(self, meta: QueueMeta, key: bytes, limit: int) -> list[tuple[int, Id]]:
         """(partition, id) of the messages put with ``key``, newest first, within the TTL."""
-        prefix = _index_prefix(meta.name, key)
-        cutoff = wall_clock_ms() - meta.ttl_seconds * 1000
-        found = []
-        for name, _ in self.store.list_records(KEYS, prefix):
-            ts, seq, partition = name[len(prefix) :].split(".")
-            if int(ts) >= cutoff:
-                found.append((int(partition), (int(ts), int(seq))))
-        found.sort(key=lambda f: f[1], reverse=True)
-        return found[:limit]
+        return [(p, (mid[0], mid[1])) for p, mid in self.store.find_by_key(meta, key, limit)]
 
-    # -- expiry ---------------------------------------------------------------------------
+    def attach(self, meta: QueueMeta, messages: list[Any]) -> list[Any]:
+        """Sets ``key`` and ``properties`` of the TMessages (of ``meta``) that have them."""
+        if not messages or not self.has_any(meta):
+            return messages
+        by_partition: dict[int, list[Any]] = {}
+        for m in messages:
+            by_partition.setdefault(m.partitionID, []).append(m)
+        for partition, ms in by_partition.items():
+            ids = [(m.id.timestamp, m.id.sequenceID) for m in ms]
+            found = self.get_many(meta, partition, ids)
+            for m, mid in zip(ms, ids, strict=True):
+                ex = found.get(mid)
+                if ex:
+                    m.key = ex.key
+                    m.properties = ex.properties or None
+        return messages
 
-    def _sweep_loop(self) -> None:
-        while True:
-            gevent.sleep(self.sweep_interval)
-            try:
-                self.sweep()
-            except gevent.GreenletExit:
-                raise
-            except Exception:
-                log.exception("expiring message keys and properties failed; retrying later")
-
-    def sweep(self, now_ms: int | None = None) -> int:
-        """Deletes the records of expired messages and of deleted queues; how many."""
-        now = wall_clock_ms() if now_ms is None else now_ms
-        removed = 0
-        for queue in sorted(self.marked()):
-            meta = self.store.get_queue(queue)
-            cutoff = None if meta is None else now - meta.ttl_seconds * 1000
-            for namespace in (EXTRAS, KEYS):
-                for name, _ in self.store.list_records(namespace, f"{queue}/"):
-                    ts = int(name.rsplit("/", 1)[1].split(".")[0])
-                    if cutoff is None or ts < cutoff:
-                        self.store.delete_record(namespace, name)
-                        removed += 1
-                gevent.sleep(0)
-            if meta is None:
-                self.store.delete_record(MARKERS, queue)
-                self._marked.discard(queue)
-        return removed
+    def _forget_old_records(self) -> None:
+        """Deletes what the first format of keys left in the store's records (once)."""
+        try:
+            for namespace in _OLD_NAMESPACES:
+                for name, _ in self.store.list_records(namespace):
+                    self.store.delete_record(namespace, name)
+        except gevent.GreenletExit:
+            raise
+        except Exception:
+            log.warning("deleting the records of the old key format failed", exc_info=True)
 
 
 def check_extras(key: object, properties: object, where: str) -> Extras:

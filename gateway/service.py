@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import gevent
 
 from . import validation
+from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
@@ -92,6 +93,18 @@ class GatewayService:
 
     def forwardMessages(self, queueName: Any, partitionID: Any, tMessages: Any) -> None:
         self._put(queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True)
+
+    def forwardMessagesReturningIds(
+        self, queueName: Any, partitionID: Any, tMessages: Any
+    ) -> list[Any]:
+        """A put with keys or properties, or whose ids are wanted, forwarded by another gateway
+        of the cluster (gateway.cluster.forward); written only if this gateway owns it."""
+        placed = self._put(
+            queueName, _required_pid(partitionID), tMessages, "tMessages", forwarded=True,
+            want_ids=True,
+        )  # fmt: skip
+        mid = self._t.TMessageID
+        return [mid(ts, seq) for _, ts, seq in placed]
 
     def _put(
         self,
@@ -192,16 +205,7 @@ class GatewayService:
     ) -> dict[int, tuple[int, int]]:
         """Stores each group on its partition; the first id of each partition's group."""
         if self.cluster is not None:
-            if extras or want_ids:
-                # a hop to the owner carries topics and values only (forwardMessages)
-                for pid, _, values in groups:
-                    if values and self.cluster.route(meta.name, pid, forwarded=forwarded):
-                        raise StoreError(
-                            f"partition {pid} of '{meta.name}' is owned by another gateway: "
-                            "put messages with keys or properties, or asking for their ids, "
-                            "to the owner (getQueueLocations)"
-                        )
-            return self._store_in_cluster(meta, groups, forwarded, extras)
+            return self._store_in_cluster(meta, groups, forwarded, extras, want_ids)
         batches = []
         firsts = {}
         for pid, topics, values in groups:
@@ -213,8 +217,8 @@ class GatewayService:
                 PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
             )
         if batches:
+            self._save_extras(meta, firsts, extras)  # first: a visible message's key is found
             self._write(meta, batches)
-            self._save_extras(meta, firsts, extras)
             if self.after_put is not None:
                 self.after_put(meta.name, [b.partition for b in batches])
         return firsts
@@ -262,10 +266,12 @@ class GatewayService:
         groups: list[tuple[int, list[bytes], list[bytes]]],
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
+        want_ids: bool = False,
     ) -> dict[int, tuple[int, int]]:
         """Writes the groups of partitions owned here, forwards the others to their owners
         (at the same time), and returns once every one of them is acknowledged; the first id
-        of each local group."""
+        of each group (of a forwarded one only when its ids were asked for or it carries
+        keys or properties: then it goes as ``forwardMessagesReturningIds``)."""
         firsts: dict[int, tuple[int, int]] = {}
         cluster, forwarder = self.cluster, self.forwarder
         assert cluster is not None and forwarder is not None
@@ -277,6 +283,10 @@ class GatewayService:
             owner = cluster.route(name, pid, forwarded=forwarded)
             if owner is None:
                 local.append((pid, topics, values))
+            elif want_ids or (extras and extras.get(pid)):
+                whole = forward_messages(self._t, topics, values, (extras or {}).get(pid))
+                hops.append(gevent.spawn(_outcome, forward_first_id, forwarder, owner, name, pid,
+                                         whole, firsts))  # fmt: skip
             else:
                 hops.append(gevent.spawn(_outcome, forwarder.forward, owner, name, pid, topics,
                                          values))  # fmt: skip
@@ -294,10 +304,13 @@ class GatewayService:
                         cluster.check_id(last.timestamp)
                         keys = consecutive_keys(pid, ts, seq, len(values))
                         batches.append(PutBatch(pid, keys, topics, values))
+                    # before the rows (see _store); only the local groups' (a forwarded
+                    # group's owner saves its own)
+                    self._save_extras(meta, {b.partition: firsts[b.partition] for b in batches},
+                                      extras)  # fmt: skip
                     self._write(meta, batches)
                 for b in batches:
                     cluster.count_put(name, b.partition, len(b.keys))
-                self._save_extras(meta, firsts, extras)
                 if self.after_put is not None:
                     self.after_put(name, [b.partition for b in batches])
         finally:
@@ -458,18 +471,16 @@ class GatewayService:
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
             return got
-        if self.extras is not None and self.extras.has_any(scanner.queue):
+        meta = self.store.get_queue(scanner.queue)
+        if self.extras is not None and meta is not None and self.extras.has_any(meta):
             return self._with_extras(scanner.queue, got)
         return got
 
     def _with_extras(self, queue: str, got: MessageRows) -> list[Any]:
         messages = got.to_messages(self._t)
-        if self.extras is not None and self.extras.has_any(queue):
-            for m in messages:
-                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
-                if ex:
-                    m.key = ex.key
-                    m.properties = ex.properties or None
+        meta = self.store.get_queue(queue)
+        if self.extras is not None and meta is not None:
+            self.extras.attach(meta, messages)
         return messages
 
     def findMessagesByKey(self, queueName: Any, key: Any, limit: Any) -> list[Any]:
@@ -624,6 +635,18 @@ class GatewayService:
 
     def ackMessages(self, queueName: Any, subscriberName: Any, memberID: Any, upTo: Any) -> None:
         self._subs().ack(self._queue(queueName, enabled=False), subscriberName, memberID, upTo)
+
+    def forwardPull(
+        self, queueName: Any, subscriberName: Any, memberID: Any, maxMessages: Any, maxWaitMs: Any
+    ) -> list[Any]:
+        return self._subs().forwarded_pull(
+            self._queue(queueName), subscriberName, memberID, maxMessages, maxWaitMs
+        )
+
+    def forwardAck(self, queueName: Any, subscriberName: Any, memberID: Any, upTo: Any) -> None:
+        self._subs().forwarded_ack(
+            self._queue(queueName, enabled=False), subscriberName, memberID, upTo
+        )
 
     def replayDeadLetters(self, queueName: Any, subscriberName: Any) -> int:
         return self._subs().replay_dead_letters(

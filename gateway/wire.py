@@ -32,6 +32,7 @@ BULK_METHODS = frozenset(
         b"putMessagesWithPid",
         b"forwardMessages",  # a put another gateway of the cluster forwards to the owner
         b"putMessagesReturningIds",
+        b"forwardMessagesReturningIds",  # the same, forwarded to the owner
     ]
 )
 SMALL_REQUEST_BYTES = 1024 * 1024

@@ -295,4 +295,26 @@ service HQueueService {
   /** Delivers the subscriber's dead letters (those there now) again, to that subscriber only; their count. */
   i64 replayDeadLetters(1: Text queueName, 2: Text subscriberName)
       throws (1: IOError io, 2: IllegalArgument ia)
+
+  // ---- consumers in the gateway cluster (issue 13), appended -------------------------------
+
+  /**
+   * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+   * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   */
+  list<TMessageID> forwardMessagesReturningIds(1: Text queueName, 2: i16 partitionID, 3: list<TMessage> tMessages)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /**
+   * Internal: the part of a member's pullMessages that another gateway serves for the
+   * partitions this one owns; it neither joins nor renews the member (the gateway the member
+   * pulls through does).
+   */
+  list<TMessage> forwardPull(1: Text queueName, 2: Text subscriberName, 3: Text memberID, 4: i32 maxMessages, 5: i32 maxWaitMs)
+      throws (1: IOError io, 2: IllegalArgument ia)
+
+  /** Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway. */
+  void forwardAck(1: Text queueName, 2: Text subscriberName, 3: Text memberID, 4: list<TSubscribedPartition> upTo)
+      throws (1: IOError io, 2: IllegalArgument ia)
 }

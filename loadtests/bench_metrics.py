@@ -22,7 +22,7 @@ from gateway.metrics import GatewayStats
 from gateway.rowkey import MessageId
 from gateway.scanners import ScannerRegistry
 from gateway.service import GatewayService
-from gateway.store.base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from gateway.store.base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
 
 
 class NullStore(PartitionStore):
@@ -67,6 +67,18 @@ class NullStore(PartitionStore):
     def delete_record(self, namespace: str, key: str) -> None: ...
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
         return []
+
+    def put_extras(self, queue: QueueMeta, items: Sequence[Extra]) -> None: ...
+    def get_extras(
+        self, queue: QueueMeta, partition: int, ids: Sequence[MessageId]
+    ) -> dict[MessageId, bytes]:
+        return {}
+
+    def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
+        return []
+
+    def has_extras(self, queue: QueueMeta) -> bool:
+        return False
 
 
 def measure(batch: int, calls: int, repeat: int, stats: bool) -> tuple[float, float]:

@@ -57,6 +57,7 @@ import json
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -76,10 +77,14 @@ from locust.exception import RescheduleTask
 from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TSocket
 
+# locust run by hand puts only this file's folder on sys.path; loadtests/run sets PYTHONPATH
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from loadtests.prepare import prepare_queue
+
 log = logging.getLogger("hqueue.locust")
 
 REQUEST_TYPE = "thrift"
-TTL_SECONDS = 24 * 3600  # of a queue created here
 RECONNECT_PAUSE_S = 0.1  # after a failed connect, per user
 
 
@@ -490,29 +495,10 @@ def settings_of(environment: Environment) -> Settings:
 def _on_test_start(environment: Environment, **_: Any) -> None:
     """Creates the queue if it is missing and stores ``--hq-prefill`` messages per partition."""
     s = settings_of(environment)
-    t = hqueue_thrift()
-    c = connect(s.host, s.port, framed=s.framed, compact=s.compact, timeout=s.timeout)
-    try:
-        known = {q.name: q for q in c.listQueues()}
-        if s.queue in known:
-            partitions = known[s.queue].partitionCount
-            if partitions != s.partitions:
-                log.warning("queue %s exists with %d partitions (not %d): using them",
-                            s.queue.decode(), partitions, s.partitions)  # fmt: skip
-                s.partitions = partitions
-        else:
-            c.createQueue(s.queue, s.partitions, TTL_SECONDS, {})
-            log.info("created queue %s (%d partitions)", s.queue.decode(), s.partitions)
-        rng = random.Random(1)
-        for pid in range(s.partitions):
-            left = s.prefill
-            while left > 0:
-                n = min(left, 1000)
-                msgs = [t.TMessage(topic=s.topic, value=s.value(rng)) for _ in range(n)]
-                c.putMessagesWithPid(s.queue, pid, msgs)
-                left -= n
-    finally:
-        c.close()
+    s.partitions = prepare_queue(
+        s.host, s.port, s.queue, s.partitions, prefill=s.prefill, topic=s.topic,
+        message_bytes=s.message_bytes, framed=s.framed, compact=s.compact, timeout=s.timeout,
+    )  # fmt: skip
     COUNTER.reset()
 
 

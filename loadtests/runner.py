@@ -35,6 +35,7 @@ from typing import Any
 from hqueue.protocol import parse_address
 
 from loadtests.bench_gateway import Server, start_gateway
+from loadtests.prepare import prepare_queue
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCUSTFILE = ROOT / "loadtests" / "locustfile.py"
@@ -213,6 +214,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             gateway = f"127.0.0.1:{server.port}"
             say(f"started a gateway on {gateway} (embedded store in "
                 f"{args.data_dir or 'a temp dir'}; log {server.log})")  # fmt: skip
+        # the queue and its prefill are made before locust starts: its run time counts from
+        # its start, and a new HBase table alone can take seconds
+        host, port = parse_address(gateway, argument="--gateway")
+        try:
+            args.partitions = prepare_queue(
+                host, port, args.queue.encode(), args.partitions, prefill=args.prefill,
+                topic=b"lt", message_bytes=args.message_bytes,
+            )  # fmt: skip
+            args.prefill = 0
+        except Exception as exc:  # locust tries again, and reports each failure it meets
+            say(f"could not prepare queue {args.queue} ({exc}); running locust anyway")
         cmd = locust_command(args, gateway, prefix, stats_json)
         say(f"{args.scenario}: {args.users} users for {args.duration} s against {gateway}")
         timeout = args.duration + args.stop_timeout + 120  # start-up, prefill, shutdown

@@ -24,7 +24,8 @@ class MessageListener(Protocol):
 
 
 class PrintListener:
-    """One line per message: ``partition timestamp.seq topic value`` (repr for non-text)."""
+    """One line per message: ``partition timestamp.seq topic value`` (repr for non-text), then
+    ``key=...`` when it has a key."""
 
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
@@ -32,9 +33,12 @@ class PrintListener:
     def on_messages(self, messages: list[Any]) -> None:
         lines = []
         for m in messages:
+            key = getattr(m, "key", None)
             lines.append(
                 f"{m.partitionID} {m.id.timestamp}.{m.id.sequenceID} "
-                f"{_text(m.topic)} {_text(m.value)}\n"
+                f"{_text(m.topic)} {_text(m.value)}"
+                + ("" if key is None else f" key={_text(key)}")
+                + "\n"
             )
         self.out.write("".join(lines))
         self.out.flush()
@@ -42,8 +46,9 @@ class PrintListener:
 
 class JsonLinesListener:
     """Appends one JSON object per message to a file, flushed per batch:
-    ``{"partition", "timestamp", "sequence", "topic", "value"}``; text stays text, other bytes
-    are base64 under ``value_b64``/``topic_b64``."""
+    ``{"partition", "timestamp", "sequence", "topic", "value"}``, and ``"key"`` and
+    ``"properties"`` when the message has them; text stays text, other bytes are base64 under
+    ``value_b64``/``topic_b64``/``key_b64`` (property values: ``{"b64": ...}``)."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -64,6 +69,13 @@ class JsonLinesListener:
                     record[field] = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     record[field + "_b64"] = base64.b64encode(raw).decode()
+            if getattr(m, "key", None) is not None:
+                try:
+                    record["key"] = m.key.decode("utf-8")
+                except UnicodeDecodeError:
+                    record["key_b64"] = base64.b64encode(m.key).decode()
+            if getattr(m, "properties", None):
+                record["properties"] = {n: _text_or_b64(v) for n, v in m.properties.items()}
             lines.append(json.dumps(record, separators=(",", ":")) + "\n")
         with self._lock:
             self._file.write("".join(lines))
@@ -128,3 +140,10 @@ def _text(raw: bytes) -> str:
     except UnicodeDecodeError:
         return repr(raw)
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _text_or_b64(raw: bytes) -> Any:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(raw).decode()}

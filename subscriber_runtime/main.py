@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--shared",
         action="store_true",
         help="join the consumer group of this name: its members share the partitions "
-        "(registers through the gateway)",
+        "(through the gateway, or with --zookeeper as an ephemeral members/<address> node)",
     )
     p.add_argument(
         "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
@@ -156,8 +156,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_batch=args.max_batch,
             shared=args.shared,
         )
-        if args.shared and args.zookeeper:
-            raise ValueError("'--shared' registers through the gateway; drop '--zookeeper'")
         listeners = [load_listener(spec) for spec in args.listener or ["print"]]
     except (ValueError, ImportError, AttributeError) as exc:
         parser.error(str(exc))

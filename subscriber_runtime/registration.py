@@ -246,6 +246,9 @@ class ZooKeeperRegistration(Registration):
                 break
             except (NodeExistsError, BadVersionError):
                 continue
+        if self.subscription.shared:
+            self._join_group()
+            return
         # A previous process of ours may still hold the ephemerals until its session expires:
         # delete those. Our own session's nodes, when both exist, mean we are registered.
         session = self.zk.client_id[0]
@@ -277,9 +280,50 @@ class ZooKeeperRegistration(Registration):
                  self.path, self.zk.client_id[0], self.address)  # fmt: skip
         self.zk.exists(f"{self.path}/address", watch=self._address_event)
 
+    @property
+    def member_path(self) -> str:
+        return f"{self.path}/members/{self.address}"
+
+    def _join_group(self) -> None:
+        """A consumer-group member: the ephemeral ``members/<address>`` node of our session,
+        as the gateway writes for a member that subscribes through it (its address is its
+        member id); the gateways' watch on ``members/`` divides the partitions again."""
+        import json
+
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        with contextlib.suppress(NodeExistsError):
+            self.zk.create(f"{self.path}/members")
+        for member in self.zk.get_children(f"{self.path}/members"):
+            with contextlib.suppress(NoNodeError):
+                data, _ = self.zk.get(f"{self.path}/members/{member}")
+                if data and json.loads(data).get("address") is None:
+                    raise ValueError(
+                        f"group '{self.subscription.name}' has pull members; push and pull "
+                        "members cannot be mixed"
+                    )
+        node = self.member_path
+        stat = self.zk.exists(node)
+        if stat is not None and stat.ephemeralOwner == self.zk.client_id[0]:
+            self.zk.exists(node, watch=self._address_event)
+            return
+        with contextlib.suppress(NoNodeError):  # a previous process of ours, not expired yet
+            self.zk.delete(node)
+        data = json.dumps(
+            {
+                "address": self.address,
+                "topics": sorted(t.decode("latin-1") for t in self.subscription.topics),
+            }
+        ).encode()
+        self.zk.create(node, data, ephemeral=True)
+        log.info("joined group %s in ZooKeeper (session 0x%x) at %s",
+                 self.path, self.zk.client_id[0], self.address)  # fmt: skip
+        self.zk.exists(node, watch=self._address_event)
+
     def _address_event(self, event: Any) -> None:
-        """Our ``address`` node was deleted by someone else (``delete_subscriber``, or a second
-        process with our name): register again, as a lease-based subscriber does."""
+        """Our ``address`` (or group ``members/<address>``) node was deleted by someone else
+        (``delete_subscriber``, or a second process with our name): register again, as a
+        lease-based subscriber does."""
         from kazoo.protocol.states import EventType, KazooState
 
         if (
@@ -287,7 +331,7 @@ class ZooKeeperRegistration(Registration):
             and not self._stopping
             and self.zk.state == KazooState.CONNECTED
         ):
-            log.warning("%s/address was deleted; registering again", self.path)
+            log.warning("%s was deleted; registering again", event.path)
             gevent.spawn(self._register_again)
 
     def stop(self) -> None:
@@ -296,13 +340,18 @@ class ZooKeeperRegistration(Registration):
             return
         from kazoo.exceptions import NoNodeError
 
-        for child in ("address", "topics"):
+        nodes = (
+            [self.member_path]
+            if self.subscription.shared
+            else [f"{self.path}/{child}" for child in ("address", "topics")]
+        )
+        for node in nodes:
             try:
-                self.zk.delete(f"{self.path}/{child}")
+                self.zk.delete(node)
             except NoNodeError:
                 pass
             except Exception as exc:
-                log.warning("deleting %s/%s failed: %s", self.path, child, exc)
+                log.warning("deleting %s failed: %s", node, exc)
         self.zk.stop()
         self.zk.close()
 

@@ -22,7 +22,15 @@ def _write(tag: str, messages: list[Any]) -> None:
         {
             "tag": tag,
             "messages": [
-                [m.partitionID, m.id.timestamp, m.id.sequenceID, m.topic.decode(), m.value.decode()]
+                [
+                    m.partitionID,
+                    m.id.timestamp,
+                    m.id.sequenceID,
+                    m.topic.decode(),
+                    m.value.decode(),
+                    None if m.key is None else m.key.decode(),
+                    {k: v.decode() for k, v in (m.properties or {}).items()},
+                ]
                 for m in messages
             ],
         }

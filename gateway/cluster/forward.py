@@ -58,6 +58,26 @@ class Forwarder:
             except self._t.IllegalArgument as exc:
                 raise InvalidArgument("tMessages", f"refused by the owner: {exc.message}") from exc
 
+    def forward_returning_ids(
+        self, address: str, queue: str, partition: int, messages: list[Any]
+    ) -> list[tuple[int, int]]:
+        """A put whose messages carry keys or properties, or whose ids are wanted: whole
+        TMessages to the owner (``forwardMessagesReturningIds``); the ids it assigned."""
+        ids = self.call(address, "forwardMessagesReturningIds", queue.encode(), partition,
+                        messages, argument="tMessages")  # fmt: skip
+        return [(i.timestamp, i.sequenceID) for i in ids]
+
+    def call(self, address: str, method: str, *args: Any, argument: str = "request") -> Any:
+        """Any method on the gateway at ``address``; its IOError is a StoreError here, its
+        IllegalArgument an InvalidArgument."""
+        with self._client(address) as client:
+            try:
+                return getattr(client, method)(*args)
+            except self._t.IOError as exc:
+                raise StoreError(f"{address}: {exc.message}") from exc
+            except self._t.IllegalArgument as exc:
+                raise InvalidArgument(argument, f"refused by the owner: {exc.message}") from exc
+
     @contextlib.contextmanager
     def _client(self, address: str) -> Iterator[Any]:
         idle = self._idle.setdefault(address, [])
@@ -113,3 +133,36 @@ class Forwarder:
                 with contextlib.suppress(Exception):
                     client.close()
         self._idle.clear()
+
+
+def forward_messages(
+    thrift: Any, topics: list[bytes], values: list[bytes], extras: dict[int, Any] | None
+) -> list[Any]:
+    """The TMessages of a group that goes to its owner whole: with each message's key and
+    properties (``extras``: index in the group -> :class:`gateway.keys.Extras`)."""
+    out = []
+    for i, (topic, value) in enumerate(zip(topics, values, strict=True)):
+        m = thrift.TMessage(topic=topic, value=value)
+        ex = extras.get(i) if extras else None
+        if ex:
+            m.key = ex.key
+            m.properties = dict(ex.properties) or None
+        out.append(m)
+    return out
+
+
+def forward_first_id(
+    forwarder: Forwarder,
+    address: str,
+    queue: str,
+    partition: int,
+    messages: list[Any],
+    firsts: dict[int, tuple[int, int]],
+) -> None:
+    """Forwards a whole group to the owner and records the first id it assigned (the owner
+    gives one partition's group consecutive ids)."""
+    ids = forwarder.forward_returning_ids(address, queue, partition, messages)
+    if len(ids) != len(messages):
+        raise StoreError(f"owner {address} answered {len(ids)} ids for {len(messages)} messages")
+    if ids:
+        firsts[partition] = ids[0]

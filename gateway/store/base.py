@@ -55,6 +55,10 @@ class QueueMeta:
         )
 
 
+# What a message carries beyond topic and body, as the gateway hands it to a store (see
+# PartitionStore.put_extras): (partition, MessageID, key or None, the encoded key and properties).
+Extra = tuple[int, MessageId, bytes | None, bytes]
+
 # A stored message as a scan returns it: (timestamp ms, sequence id, topic, value). A plain
 # tuple: scans build one per message, and a NamedTuple costs ten times as much to make.
 Row = tuple[int, int, bytes, bytes]
@@ -165,3 +169,32 @@ class PartitionStore(abc.ABC):
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
         """Every (key, value) of ``namespace`` whose key starts with ``prefix``, sorted by key
         (UTF-8 byte order)."""
+
+    # -- message keys and properties ------------------------------------------------------
+    # What a message carries beyond topic and body (TMessage.key and .properties), kept beside
+    # its row by its queue's generation and expired with it: an opaque value per message (the
+    # gateway's encoding, gateway.keys) and an index of the keys for find_by_key. Truncating
+    # or deleting the queue drops them. Only messages with a key or properties have any.
+
+    @abc.abstractmethod
+    def put_extras(self, queue: QueueMeta, items: Sequence[Extra]) -> None:
+        """Stores the values (and indexes the keys) of messages about to be put; returns once
+        durable. The gateway calls it before ``put`` of the same messages, so a message a
+        reader can see always has its key findable."""
+
+    @abc.abstractmethod
+    def get_extras(
+        self, queue: QueueMeta, partition: int, ids: Sequence[MessageId]
+    ) -> dict[MessageId, bytes]:
+        """The stored values of those of ``ids`` (of one partition) that have one."""
+
+    @abc.abstractmethod
+    def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
+        """(partition, MessageID) of up to ``limit`` messages put with ``key``, newest first,
+        every partition, none older than the queue's TTL."""
+
+    @abc.abstractmethod
+    def has_extras(self, queue: QueueMeta) -> bool:
+        """False when this generation of the queue has no message with a key or properties
+        (readers then skip ``get_extras``); cheap, may lag a put by another gateway by a few
+        seconds."""

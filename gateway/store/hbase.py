@@ -19,6 +19,7 @@ gateway sees the same queues. It is cached here and refreshed every few seconds.
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -37,9 +38,10 @@ from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFacto
 from .. import rowkey
 from .._wirecheck import encode_mutate_rows
 from ..errors import HQueueError, InvalidArgument, StoreError
+from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
-from .base import PartitionStore, PutBatch, QueueMeta, ScanResult
+from .base import Extra, PartitionStore, PutBatch, QueueMeta, ScanResult
 from .hbase_meta import FAMILY as META_FAMILY
 from .hbase_meta import MetaTable
 from .hbase_scans import ResidentScans
@@ -50,6 +52,9 @@ Hbase: Any = None  # happybase's loaded Hbase.thrift (Thrift1), set on first use
 
 _MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
 _MAX_MUTATION_BYTES = 8 << 20
+_VALUE_AT = struct.Struct(">hqh")  # partition, timestamp, sequence (see hbase_schema)
+_INVERTED = struct.Struct(">qhh")  # MAX - timestamp, MAX - sequence, partition
+_NO_KEYS_RECHECK = 2.0  # seconds a "no table of keys" answer is believed
 
 
 def _admin_idl() -> Any:
@@ -97,6 +102,8 @@ class HBaseStore(PartitionStore):
         # now (it owns it and its lease holds). Called right before a write is sent and again
         # once HBase acknowledged it, so nothing is acknowledged after the lease ran out.
         self.guard: Callable[[str, int], None] | None = None
+        # (queue, generation) -> True, or when a missing table of keys was last seen
+        self._keys_tables: dict[tuple[str, int], bool | float] = {}
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -195,6 +202,7 @@ class HBaseStore(PartitionStore):
             self._meta_rows().delete(name)  # invisible first; a crash leaves an orphan table
             self._queues.pop(name, None)
             self._drop_table(self._table_name_of(name))
+            self._drop_keys_table(name)
 
     def truncate_queue(self, name: str) -> QueueMeta:
         with self._admin_lock:
@@ -206,6 +214,7 @@ class HBaseStore(PartitionStore):
             self._admin("truncateTable", table, True)  # keeps the split points; enables it
             if not new.enabled:
                 self._admin("disableTable", table)
+            self._drop_keys_table(name)
             self._meta_rows().save(new)
             self._queues[name] = new
             return new
@@ -366,6 +375,142 @@ class HBaseStore(PartitionStore):
         )
         return ScanResult(rows, resume, size)
 
+    # -- message keys and properties (a table per queue, see hbase_schema) ---------------
+
+    def put_extras(self, queue: QueueMeta, items: Sequence[Extra]) -> None:
+        if not items:
+            return
+        table = self._keys_table(queue, create=True)
+        mutation, batch_mutation = Hbase.Mutation, Hbase.BatchMutation
+        column = schema.KEYS_COLUMN
+        rows = []
+        for partition, (ts, seq), key, value in items:
+            row = b"E" + _VALUE_AT.pack(partition, ts, seq)
+            rows.append(batch_mutation(row=row, mutations=[mutation(column=column, value=value)]))
+            if key is not None:
+                at = _INVERTED.pack(rowkey.MAX_TIMESTAMP - ts, rowkey.MAX_SEQUENCE - seq, partition)
+                row = b"K" + bytes((len(key),)) + key + at
+                rows.append(batch_mutation(row=row, mutations=[mutation(column=column, value=b"")]))
+        self._call(lambda c: c.mutateRows(table, rows, {}))
+
+    def get_extras(
+        self, queue: QueueMeta, partition: int, ids: Sequence[MessageId]
+    ) -> dict[MessageId, bytes]:
+        table = self._keys_table(queue) if ids else None
+        if table is None:
+            return {}
+        cutoff = wall_clock_ms() - queue.ttl_seconds * 1000
+        wanted = {
+            b"E" + _VALUE_AT.pack(partition, ts, seq): MessageId(ts, seq)
+            for ts, seq in ids
+            if ts >= cutoff
+        }
+        if not wanted:
+            return {}
+        column = [schema.KEYS_COLUMN]
+        found = self._call(lambda c: c.getRowsWithColumns(table, list(wanted), column, {}))
+        out = {}
+        for r in found:
+            cell = r.columns.get(schema.KEYS_COLUMN)
+            if cell is not None and r.row in wanted:
+                out[wanted[r.row]] = cell.value
+        return out
+
+    def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
+        table = self._keys_table(queue)
+        if table is None:
+            return []
+        prefix = b"K" + bytes((len(key),)) + key
+        cutoff = wall_clock_ms() - queue.ttl_seconds * 1000
+        spec = Hbase.TScan(
+            startRow=prefix,
+            stopRow=prefix + b"\xff" * (_INVERTED.size + 1),
+            columns=[schema.KEYS_COLUMN],
+            caching=min(limit, 1000),
+        )
+
+        def scan(client: Any) -> list[tuple[int, MessageId]]:
+            out: list[tuple[int, MessageId]] = []
+            sid = client.scannerOpenWithScan(table, spec, {})
+            try:
+                while len(out) < limit:
+                    rows = client.scannerGetList(sid, min(limit, 1000))
+                    if not rows:
+                        break
+                    for r in rows:
+                        if len(r.row) != len(prefix) + _INVERTED.size:
+                            continue  # a longer key that begins with this one
+                        inv_ts, inv_seq, partition = _INVERTED.unpack_from(r.row, len(prefix))
+                        ts = rowkey.MAX_TIMESTAMP - inv_ts
+                        if ts < cutoff:
+                            return out  # the rest is older still
+                        out.append((partition, MessageId(ts, rowkey.MAX_SEQUENCE - inv_seq)))
+                        if len(out) >= limit:
+                            break
+                return out
+            finally:
+                client.scannerClose(sid)
+
+        return self._call(scan)
+
+    def has_extras(self, queue: QueueMeta) -> bool:
+        return self._keys_table(queue) is not None
+
+    def _keys_table(self, queue: QueueMeta, *, create: bool = False) -> bytes | None:
+        """The Thrift1 name of the queue's table of keys and properties; None if it has none
+        (with ``create``: made now)."""
+        name = schema.table_name(schema.keys_namespace(self.address.namespace), queue.name)
+        slot = (queue.name, queue.generation)
+        known = self._keys_tables.get(slot)
+        if known is True:
+            return name
+        if not create and known is not None and time.monotonic() - known < _NO_KEYS_RECHECK:
+            return None
+        if not self._exists(name):
+            if not create:
+                self._keys_tables[slot] = time.monotonic()
+                return None
+            with self._admin_lock:
+                self._make_keys_table(queue)
+        self._keys_tables[slot] = True
+        return name
+
+    def _exists(self, table: bytes) -> bool:
+        """Whether the table exists, asked through Thrift1 (the pool): the admin connection is
+        held for seconds by table administration, and readers must not wait for it."""
+        try:
+            self._call(lambda c: c.getColumnDescriptors(table))
+        except StoreError as exc:
+            if "TableNotFound" in str(exc) or "NamespaceNotFound" in str(exc):
+                return False
+            raise
+        return True
+
+    def _make_keys_table(self, queue: QueueMeta) -> None:
+        table = self._keys_table_name(queue.name)
+        if self._admin("tableExists", table):
+            return
+        ns = schema.keys_namespace(self.address.namespace)
+        self._make_namespace(ns)
+        desc = schema.keys_table_descriptor(
+            self._admin_idl, self.address.namespace, queue.name, queue.ttl_seconds
+        )
+        try:
+            self._admin("createTable", desc, None)
+        except StoreError:
+            if not self._admin("tableExists", table):  # another gateway won the race
+                raise
+        log.info("made the table of keys and properties of queue %s", queue.name)
+
+    def _keys_table_name(self, queue: str) -> Any:
+        ns = schema.keys_namespace(self.address.namespace)
+        return self._admin_idl.TTableName(ns=ns.encode(), qualifier=queue.encode())
+
+    def _drop_keys_table(self, queue: str) -> None:
+        for slot in [s for s in self._keys_tables if s[0] == queue]:
+            del self._keys_tables[slot]
+        self._drop_table(self._keys_table_name(queue))
+
     # -- small metadata records (rows of the metadata table) ---------------------------
 
     def get_record(self, namespace: str, key: str) -> bytes | None:
@@ -458,8 +603,7 @@ class HBaseStore(PartitionStore):
             self._admin("disableTable", table)
         self._admin("deleteTable", table)
 
-    def _ensure_namespace(self) -> None:
-        ns = self.address.namespace
+    def _make_namespace(self, ns: str) -> None:
         try:
             self._admin("getNamespaceDescriptor", ns)
         except StoreError as exc:
@@ -470,6 +614,9 @@ class HBaseStore(PartitionStore):
             except StoreError as exc2:
                 if "NamespaceExist" not in str(exc2):  # another gateway starting made it
                     raise
+
+    def _ensure_namespace(self) -> None:
+        self._make_namespace(self.address.namespace)
         meta = self._table_name_of(schema.META_TABLE)
         if not self._admin("tableExists", meta):
             family = self._admin_idl.TColumnFamilyDescriptor(name=META_FAMILY, maxVersions=1)
@@ -511,5 +658,8 @@ class HBaseStore(PartitionStore):
         return meta
 
 
-def _first_line(message: str) -> str:
+def _first_line(message: str | bytes | None) -> str:
+    """The first line of an HBase error (Thrift1 sends it as bytes, Thrift2 as text)."""
+    if isinstance(message, bytes):
+        message = message.decode("utf-8", "replace")
     return (message or "").strip().split("\n", 1)[0][:500]

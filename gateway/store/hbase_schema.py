@@ -6,6 +6,15 @@ One table per queue, ``<namespace>:<queue>``, with one family, ``message``: VERS
 the queue's, qualifier = topic, value = body. Row keys are the shared keys of
 :mod:`gateway.rowkey`. Tables are pre-split on partition boundaries and never split inside a
 partition.
+
+Message keys and properties (``PartitionStore.put_extras``) of a queue are in a table of their
+own, ``<namespace>_keys:<queue>`` (a namespace apart, so no queue name can collide with it),
+made on the queue's first message with a key or properties and dropped on truncate and delete.
+One family, ``x``, TTL = the queue's (HBase expires them with the messages), column ``x:v``:
+
+* ``E`` + partition(2) + timestamp(8) + sequence(2): the message's encoded key and properties;
+* ``K`` + len(key)(1) + key + ~timestamp(8) + ~sequence(2) + partition(2), empty: the index
+  (inverted ids, so a key's messages come newest first).
 """
 
 from __future__ import annotations
@@ -99,6 +108,21 @@ class HBaseAddress:
             pool_size=number("pool", 16), timeout=number("timeout", 10.0, float),
             max_regions=number("max_regions", 4096),
         )  # fmt: skip
+
+
+KEYS_FAMILY = b"x"
+KEYS_COLUMN = b"x:v"
+
+
+def keys_namespace(namespace: str) -> str:
+    return f"{namespace}_keys"
+
+
+def keys_table_descriptor(admin: Any, namespace: str, queue: str, ttl: int) -> Any:
+    """The Thrift2 TTableDescriptor of a queue's table of keys and properties."""
+    family = admin.TColumnFamilyDescriptor(name=KEYS_FAMILY, maxVersions=1, timeToLive=ttl)
+    name = admin.TTableName(ns=keys_namespace(namespace).encode(), qualifier=queue.encode())
+    return admin.TTableDescriptor(tableName=name, columns=[family])
 
 
 def table_name(namespace: str, queue: str) -> bytes:

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
 from .. import rowkey
 from ..errors import InvalidArgument
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
-from .base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
 
 # Rows one scan call looks at before it hands control back (as the embedded store does).
 MAX_EXAMINED_PER_SCAN = 4096
@@ -67,12 +68,18 @@ class MemoryStore(PartitionStore):
         self._queues: dict[str, QueueMeta] = {}
         self._partitions: dict[str, dict[int, _Partition]] = {}  # queue -> partition -> rows
         self._records: dict[str, dict[str, bytes]] = {}  # namespace -> key -> value
+        # message keys and properties by queue generation: values in put order (ids only
+        # grow, so the oldest are first and expire first), and key -> [(id, partition)]
+        self._extras: dict[int, OrderedDict[tuple[int, MessageId], bytes]] = {}
+        self._keys: dict[int, dict[bytes, list[tuple[MessageId, int]]]] = {}
         self._generations = itertools.count(1)
 
     def stop(self) -> None:
         self._queues.clear()
         self._partitions.clear()
         self._records.clear()
+        self._extras.clear()
+        self._keys.clear()
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -88,11 +95,14 @@ class MemoryStore(PartitionStore):
         return self._new_generation(meta)
 
     def delete_queue(self, name: str) -> None:
-        self._require(name)
+        meta = self._require(name)
         del self._queues[name], self._partitions[name]
+        self._drop_extras(meta.generation)
 
     def truncate_queue(self, name: str) -> QueueMeta:
-        return self._new_generation(self._require(name))
+        old = self._require(name)
+        self._drop_extras(old.generation)
+        return self._new_generation(old)
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
         meta = self._queues[name] = self._require(name).with_changes(enabled=enabled)
@@ -185,6 +195,53 @@ class MemoryStore(PartitionStore):
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
         found = [kv for kv in self._records.get(namespace, {}).items() if kv[0].startswith(prefix)]
         return sorted(found)  # code point order is UTF-8 byte order
+
+    # -- message keys and properties ------------------------------------------------------
+
+    def put_extras(self, queue: QueueMeta, items: Sequence[Extra]) -> None:
+        for partition, _, _, _ in items:
+            self._partition(queue, partition)  # checks the generation and the partition
+        values = self._extras.setdefault(queue.generation, OrderedDict())
+        keys = self._keys.setdefault(queue.generation, {})
+        for partition, mid, key, value in items:
+            values[(partition, MessageId(*mid))] = bytes(value)
+            if key is not None:
+                keys.setdefault(bytes(key), []).append((MessageId(*mid), partition))
+        cutoff = _ttl_ms(queue)
+        while values and next(iter(values))[1].timestamp < cutoff:  # expired: forget them
+            values.popitem(last=False)
+        for key in {k for _, _, k, _ in items if k is not None}:
+            found = keys[key]
+            keys[key] = [f for f in found if f[0].timestamp >= cutoff]
+
+    def get_extras(
+        self, queue: QueueMeta, partition: int, ids: Sequence[MessageId]
+    ) -> dict[MessageId, bytes]:
+        values: dict[tuple[int, MessageId], bytes] = self._extras.get(queue.generation, {})
+        cutoff = _ttl_ms(queue)
+        out = {}
+        for mid in ids:
+            value = values.get((partition, MessageId(*mid)))
+            if value is not None and mid[0] >= cutoff:
+                out[MessageId(*mid)] = value
+        return out
+
+    def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
+        cutoff = _ttl_ms(queue)
+        found = self._keys.get(queue.generation, {}).get(bytes(key), [])
+        alive = sorted((f for f in found if f[0].timestamp >= cutoff), reverse=True)
+        return [(partition, mid) for mid, partition in alive[:limit]]
+
+    def has_extras(self, queue: QueueMeta) -> bool:
+        return bool(self._extras.get(queue.generation))
+
+    def _drop_extras(self, generation: int) -> None:
+        self._extras.pop(generation, None)
+        self._keys.pop(generation, None)
+
+
+def _ttl_ms(queue: QueueMeta) -> int:
+    return wall_clock_ms() - queue.ttl_seconds * 1000
 
 
 def _ttl_cutoff(queue: QueueMeta, partition: int) -> bytes:

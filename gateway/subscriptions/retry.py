@@ -76,8 +76,9 @@ class DeadLetterWriter:
         at_queue, at_partition = (dlq.name, 0) if partition == REPLAY_PARTITION else (
             queue, partition
         )  # fmt: skip
+        at_meta = dlq if at_queue == dlq.name else source
         original = (
-            self.extras.get(at_queue, at_partition, (ts, seq))
+            self.extras.get(at_meta, at_partition, (ts, seq))
             if self.extras is not None
             else Extras()
         )

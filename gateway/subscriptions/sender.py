@@ -21,6 +21,7 @@ import contextlib
 import logging
 import socket
 import ssl
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,7 @@ from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from .._wirecheck import encode_messages_reply
+from ..keys import Extras
 from ..metrics import PushCounters
 from ..store.base import Row
 from ..wire import BadRequest, MessageReader, RequestLimits
@@ -54,12 +56,38 @@ REPLY_LIMITS = RequestLimits(
 )
 
 
-def encode_call(partition: int, rows: list[Row]) -> bytes:
-    """The bytes of ``consumeMessages(messages)`` (strict binary protocol), from rows."""
+def encode_call(
+    partition: int, rows: list[Row], extras: Sequence[Extras | None] | None = None
+) -> bytes:
+    """The bytes of ``consumeMessages(messages)`` (strict binary protocol), from rows; with
+    ``extras`` (index-aligned with rows), the messages that have one carry its key and
+    properties (encoded by thriftpy2: only batches that need it pay for TMessage objects)."""
+    if extras is not None and any(extras):
+        return _encode_call_with_extras(partition, rows, extras)
     data = bytearray(encode_messages_reply(_METHOD, 0, partition, rows))
     data[_TYPE_AT] = _CALL  # a call, not a reply
     data[_FIELD_ID_AT : _FIELD_ID_AT + 2] = b"\x00\x01"  # args field 1, not result field 0
     return bytes(data)
+
+
+def _encode_call_with_extras(
+    partition: int, rows: list[Row], extras: Sequence[Extras | None]
+) -> bytes:
+    t = subscriber_thrift()
+    types = t.hqueue  # the included hqueue.thrift
+    messages = []
+    for (ts, seq, topic, value), ex in zip(rows, extras, strict=True):
+        m = types.TMessage(types.TMessageID(ts, seq), partition, topic, value)
+        if ex:
+            m.key = ex.key
+            m.properties = ex.properties or None
+        messages.append(m)
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin(_METHOD.decode(), TMessageType.CALL, 0)
+    proto.write_struct(t.HQueueSubscriberService.consumeMessages_args(messages=messages))
+    proto.write_message_end()
+    return bytes(buf.getvalue())
 
 
 @dataclass(frozen=True)
@@ -111,6 +139,9 @@ class MessageSender:
         self.counters: PushCounters | None = None  # the gateway's metrics, when they run
         self._client: Any = None
         self._thrift = subscriber_thrift()
+        # set by the worker: the keys and properties of rows (index-aligned; None when no row
+        # of them has any), so pushed messages carry them
+        self.extras_of: Callable[[list[Row]], list[Extras | None] | None] | None = None
 
     def run(self) -> None:
         try:
@@ -192,7 +223,13 @@ class MessageSender:
         """One consumeMessages call: (None, _) when acknowledged, else (what went wrong,
         whether it counts as an attempt: a refusal, a timeout or a bad answer, not an
         unreachable peer)."""
-        request = encode_call(self.partition, rows)
+        try:
+            extras = self.extras_of(rows) if self.extras_of is not None else None
+        except gevent.GreenletExit:
+            raise
+        except Exception as exc:  # the store could not say: an attempt that does not count
+            return f"reading keys and properties: {type(exc).__name__}: {exc}", False
+        request = encode_call(self.partition, rows, extras)
         try:
             if self._client is None:
                 self._client = self._connect()

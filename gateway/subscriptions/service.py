@@ -7,6 +7,7 @@ long as it renews its lease. Arguments are checked here and named in every error
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -20,9 +21,10 @@ from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta, Row
 from . import groups
 from . import pull as pull_module
-from .registry import SubscriptionRegistry
+from .registry import CheckpointConflict, SubscriptionRegistry
 
 if TYPE_CHECKING:
+    from ..cluster.pulls import ClusterPulls
     from ..keys import MessageExtras
     from .workers import WorkerManager
 
@@ -48,6 +50,8 @@ class SubscriptionService:
         self.manager = manager  # runs the workers; pulls take from them
         self.extras = extras
         self.subscriber_hosts: frozenset[str] = frozenset()  # --subscriber-hosts
+        # Set in a gateway cluster: pulls and acks over every owner (gateway.cluster.pulls).
+        self.cluster: ClusterPulls | None = None
 
     # -- registration ---------------------------------------------------------------------
 
@@ -165,6 +169,14 @@ class SubscriptionService:
             return 0
         count = self._count(dlq, 0, None)
         upto = (last.timestamp, last.sequence)
+        # The new epoch restarts the subscriber's workers from the record's checkpoints: write
+        # their progress there first, or what they delivered since the last checkpoint write
+        # would go out again.
+        run = None if self.manager is None else self.manager.runs().get((meta.name, name))
+        if run is not None and not run.updater.conflicted:
+            # a conflict: registered again meanwhile, its workers restart from the record anyway
+            with contextlib.suppress(CheckpointConflict):
+                run.updater.flush()
 
         def change(existing: layout.SubscriberRecord | None) -> layout.SubscriberRecord:
             if existing is None:
@@ -184,10 +196,29 @@ class SubscriptionService:
         _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
         manager = self._manager()
         self._join_pull(meta, name, member, manager)
+        if self.cluster is not None:  # the member's partitions may be owned elsewhere
+            return self.cluster.pull(meta.name, name, member, max_messages, max_wait_ms / 1000)
+        return self.local_pull(meta.name, name, member, max_messages, max_wait_ms / 1000)
+
+    def local_pull(
+        self, queue: str, name: str, member: str, max_messages: int, max_wait: float
+    ) -> list[Any]:
+        """The long poll of this gateway's pull workers of the member (wait in seconds)."""
         return pull_module.pull(
-            manager, meta.name, name, member, max_messages, max_wait_ms / 1000,
-            lambda rows: self._messages(meta.name, rows),
+            self._manager(), queue, name, member, max_messages, max_wait,
+            lambda rows: self._messages(queue, rows),
         )  # fmt: skip
+
+    def forwarded_pull(
+        self, meta: QueueMeta, raw_name: Any, raw_member: Any, max_messages: Any, max_wait_ms: Any
+    ) -> list[Any]:
+        """``forwardPull``: another gateway of the cluster pulls for a member from the
+        partitions owned here; the member's lease is that gateway's business."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        _int_in(max_messages, "maxMessages", 1, MAX_PULL_MESSAGES)
+        _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
+        return self.local_pull(meta.name, name, member, max_messages, max_wait_ms / 1000)
 
     def _join_pull(self, meta: QueueMeta, name: str, member: str, manager: WorkerManager) -> None:
         if self.registry.leases.renew_member(meta.name, name, member):
@@ -225,6 +256,33 @@ class SubscriptionService:
         """Acknowledges, per partition, everything up to and including the given id."""
         name = _name(raw_name, "subscriberName")
         member = _name(raw_member, "memberID")
+        acks = self._acks(meta, up_to)
+        self.registry.leases.renew_member(meta.name, name, member)
+        if self.cluster is not None:  # partitions owned elsewhere: acked at their owners
+            self.cluster.ack(meta.name, name, member, acks)
+        else:
+            self.local_ack(meta.name, name, member, acks)
+
+    def forwarded_ack(self, meta: QueueMeta, raw_name: Any, raw_member: Any, up_to: Any) -> None:
+        """``forwardAck``: acks of the partitions owned here, through another gateway."""
+        name = _name(raw_name, "subscriberName")
+        member = _name(raw_member, "memberID")
+        self.local_ack(meta.name, name, member, self._acks(meta, up_to))
+
+    def local_ack(
+        self, queue: str, name: str, member: str, acks: list[tuple[int, layout.Id]]
+    ) -> list[int]:
+        """Acks this gateway's pull workers of the member; the partitions it has them for."""
+        workers = {w.partition: w for w in self._manager().pull_workers(queue, name, member) or ()}
+        found = []
+        for p, mid_ in acks:
+            worker = workers.get(p)
+            if worker is not None:  # else the partition moved: the new member gets it again
+                worker.ack(mid_)
+                found.append(p)
+        return found
+
+    def _acks(self, meta: QueueMeta, up_to: Any) -> list[tuple[int, layout.Id]]:
         if up_to is None:
             raise InvalidArgument("upTo", "must be set (it may be empty)")
         acks = []
@@ -236,24 +294,14 @@ class SubscriptionService:
             if mid is None:
                 raise InvalidArgument(f"upTo[{i}].startMessageID", "must be set")
             acks.append((p, (mid.timestamp, mid.sequence)))
-        self.registry.leases.renew_member(meta.name, name, member)
-        workers = {
-            w.partition: w for w in self._manager().pull_workers(meta.name, name, member) or ()
-        }
-        for p, mid_ in acks:
-            worker = workers.get(p)
-            if worker is not None:  # else the partition moved: the new member gets it again
-                worker.ack(mid_)
+        return acks
 
     def _messages(self, queue: str, rows: list[tuple[int, Row]]) -> list[Any]:
         t = self._t
         out = [t.TMessage(t.TMessageID(r[0], r[1]), p, r[2], r[3]) for p, r in rows]
-        if self.extras is not None and self.extras.has_any(queue):
-            for m in out:
-                ex = self.extras.get(queue, m.partitionID, (m.id.timestamp, m.id.sequenceID))
-                if ex:
-                    m.key = ex.key
-                    m.properties = ex.properties or None
+        meta = self.store.get_queue(queue)
+        if self.extras is not None and meta is not None:
+            self.extras.attach(meta, out)
         return out
 
     def _manager(self) -> WorkerManager:

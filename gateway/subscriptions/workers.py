@@ -25,8 +25,9 @@ import gevent
 import gevent.event
 from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
 
+from ..keys import Extras, MessageExtras
 from ..metrics import GatewayStats
-from ..store.base import PartitionStore, QueueMeta
+from ..store.base import PartitionStore, QueueMeta, Row
 from . import groups
 from .checkpoint import CheckpointUpdater
 from .pull import PullWorker
@@ -47,6 +48,22 @@ class PushOptions:
     resync_interval: float = 5.0  # seconds between full re-reads of the registry
     ack_timeout: float = 30.0  # seconds before pulled, unacknowledged messages go out again
     pull_lease: float = 30.0  # seconds a pull member stays in its group without pulling
+
+
+def _extras_lookup(
+    store: PartitionStore, queue: str, partition: int
+) -> Callable[[list[Row]], list[Extras | None] | None]:
+    """What a sender asks for the keys and properties of the rows it pushes."""
+    extras = MessageExtras(store)
+
+    def of(rows: list[Row]) -> list[Extras | None] | None:
+        meta = store.get_queue(queue)
+        if meta is None or not extras.has_any(meta):
+            return None
+        found = extras.get_many(meta, partition, [(r[0], r[1]) for r in rows])
+        return [found.get((r[0], r[1])) for r in rows] if found else None
+
+    return of
 
 
 class SubscriptionWorker:
@@ -93,6 +110,7 @@ class SubscriptionWorker:
             policy=record.retry, max_batch=record.max_batch, dead_letter=dead_letter,
             source_partition=partition,
         )  # fmt: skip
+        self.sender.extras_of = _extras_lookup(store, queue, read)
         self._greenlets: list[gevent.Greenlet] = []
 
     @property

@@ -147,9 +147,33 @@ class ZooKeeperRegistry(SubscriptionRegistry):
         def current() -> bool:
             return not self._stopping and self._watched.get((queue, name)) is token
 
+        # the ChildrenWatch of members/ (made by a group's first member, deleted with the
+        # subscriber); a ChildrenWatch ends when its node is deleted, so one is set up each
+        # time members/ (re)appears
+        members: dict[str, Any] = {"watch": None, "pending": False}
+
+        def members_changed(ids: list[str]) -> bool:
+            if not current():
+                return False
+            self.changed(queue, name)  # a group member joined or left, on any gateway
+            return True
+
+        def watch_members() -> None:
+            try:
+                members["watch"] = ChildrenWatch(self.zk, path + "/members", members_changed)
+            except Exception:
+                log.exception("watching %s/members failed", path)
+            finally:
+                members["pending"] = False
+
         def children_changed(children: list[str]) -> bool:
             if not current():
                 return False
+            watch = members["watch"]
+            stopped = watch is None or watch._stopped
+            if "members" in children and stopped and not members["pending"]:
+                members["pending"] = True
+                gevent.spawn(watch_members)  # not in kazoo's event greenlet: it reads
             self.changed(queue, name)
             return True
 
@@ -349,7 +373,7 @@ class ZooKeeperRegistry(SubscriptionRegistry):
         stat = self.zk.exists(node)
         if stat is None:
             raise StoreError(f"{node} vanished right after it was created")
-        self.changed(queue, name)  # other gateways see it at their next re-read
+        self.changed(queue, name)  # other gateways through their watch of members/
         return str(stat.czxid)
 
     @_zk_errors

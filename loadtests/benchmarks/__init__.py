@@ -18,6 +18,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.backlog",
     "loadtests.benchmarks.hbase",
     "loadtests.benchmarks.push",
+    "loadtests.benchmarks.consumers",
     "loadtests.benchmarks.cluster",
     "loadtests.benchmarks.kafka",
 )

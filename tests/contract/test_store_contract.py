@@ -392,3 +392,60 @@ def test_records(backend: PartitionStore) -> None:
     backend.delete_queue(meta.name)
     assert [k for k, _ in backend.list_records(ns)] == ["a/10", "b", "z", "\u00e9"]
     assert all(m.name != ns for m in backend.list_queues())
+
+
+# -- message keys and properties ------------------------------------------------------------
+
+
+def test_extras_and_the_key_index(backend: PartitionStore) -> None:
+    meta = new_queue(backend, 3)
+    other = new_queue(backend, 1)
+    assert not backend.has_extras(meta)
+    assert backend.find_by_key(meta, b"k", 10) == []
+    assert backend.get_extras(meta, 0, [MessageId(T0, 0)]) == {}
+    backend.put_extras(
+        meta,
+        [
+            (0, MessageId(T0, 0), b"k", b"v0"),
+            (0, MessageId(T0, 1), None, b"props only"),
+            (2, MessageId(T0 + 5, 7), b"k", b"v2"),
+            (1, MessageId(T0 + 3, 0), b"k2", b"\x00\xff"),
+            (1, MessageId(T0 + 9, 0), b"k\x00", b"a key that begins with k"),
+        ],
+    )
+    backend.put_extras(other, [(0, MessageId(T0 + 50, 0), b"k", b"elsewhere")])
+    assert backend.has_extras(meta) and backend.has_extras(other)
+    got = backend.get_extras(meta, 0, [MessageId(T0, 0), MessageId(T0, 1), MessageId(T0, 2)])
+    assert got == {MessageId(T0, 0): b"v0", MessageId(T0, 1): b"props only"}
+    assert backend.get_extras(meta, 1, [MessageId(T0, 0)]) == {}  # another partition's id
+    # newest first, every partition, only this queue, only this exact key
+    assert backend.find_by_key(meta, b"k", 10) == [(2, MessageId(T0 + 5, 7)), (0, MessageId(T0, 0))]
+    assert backend.find_by_key(meta, b"k", 1) == [(2, MessageId(T0 + 5, 7))]
+    assert backend.find_by_key(meta, b"k2", 10) == [(1, MessageId(T0 + 3, 0))]
+    assert backend.find_by_key(meta, b"missing", 10) == []
+    assert backend.find_by_key(other, b"k", 10) == [(0, MessageId(T0 + 50, 0))]
+
+
+def test_extras_expire_with_the_messages(backend: PartitionStore) -> None:
+    meta = new_queue(backend, 2, ttl=3600)
+    now = wall_clock_ms()
+    old, young = MessageId(now - 2 * HOUR_MS, 0), MessageId(now - 60_000, 0)
+    backend.put_extras(meta, [(0, old, b"k", b"old"), (1, young, b"k", b"young")])
+    assert backend.find_by_key(meta, b"k", 10) == [(1, young)]
+    assert backend.get_extras(meta, 0, [old]) == {}
+    assert backend.get_extras(meta, 1, [young]) == {young: b"young"}
+
+
+def test_truncate_and_delete_drop_the_extras(backend: PartitionStore) -> None:
+    meta = new_queue(backend, 1)
+    backend.put_extras(meta, [(0, MessageId(T0, 0), b"k", b"v")])
+    new = backend.truncate_queue(meta.name)
+    assert not backend.has_extras(new)
+    assert backend.find_by_key(new, b"k", 10) == []
+    assert backend.get_extras(new, 0, [MessageId(T0, 0)]) == {}
+    backend.put_extras(new, [(0, MessageId(T0 + 1, 0), b"k", b"again")])  # usable at once
+    assert backend.find_by_key(new, b"k", 10) == [(0, MessageId(T0 + 1, 0))]
+    backend.delete_queue(meta.name)
+    again = backend.create_queue(QueueMeta(meta.name, 1, 3600))
+    assert not backend.has_extras(again)
+    assert backend.find_by_key(again, b"k", 10) == []

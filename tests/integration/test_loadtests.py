@@ -77,7 +77,13 @@ def test_mixed_scenario_on_its_own_gateway_stores_what_it_reports(
     finally:
         c.close()
     assert len(stored) == total["put_messages"] == put["messages"]
-    assert {m.partitionID for m in stored} == {0, 1, 2, 3}
+    # each put is one batch of 50 to one partition; a user takes partitions in turn from a
+    # random one, so a short run on a busy machine need not reach all four
+    per_partition: dict[int, int] = {}
+    for m in stored:
+        per_partition[m.partitionID] = per_partition.get(m.partitionID, 0) + 1
+    assert set(per_partition) <= {0, 1, 2, 3}
+    assert all(n % 50 == 0 for n in per_partition.values()), per_partition
     assert all(len(m.value) == 64 and m.topic == b"lt" for m in stored)
 
 

@@ -107,6 +107,20 @@ def test_connection_arguments_are_checked() -> None:
         ConnectionPool(0)
 
 
+def test_connection_takes_host_port_as_one_address() -> None:
+    """``Connection("h:p")`` as the toolkit and the subscriber take it, not host "h:p"."""
+    c = Connection("127.0.0.1:39111")
+    assert (c.host, c.port) == ("127.0.0.1", 39111)
+    c = Connection("[::1]:9191")
+    assert (c.host, c.port) == ("::1", 9191)
+    c = Connection("gw.example")
+    assert (c.host, c.port) == ("gw.example", 9190)
+    c = Connection("::1", 9191)  # an IPv6 literal with the port given apart
+    assert (c.host, c.port) == ("::1", 9191)
+    with pytest.raises(InvalidArgument, match="host"):
+        Connection("127.0.0.1:x")
+
+
 def test_gateway_exceptions_map_to_python_ones() -> None:
     t = hqueue_thrift()
     q = conn_with(FakeClient(t.IllegalArgument(message="queueName: no queue named 'q'"))).queue("q")

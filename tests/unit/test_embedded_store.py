@@ -10,6 +10,7 @@ import pytest
 
 from gateway import rowkey
 from gateway.ids import wall_clock_ms
+from gateway.rowkey import MessageId
 from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore
@@ -204,6 +205,7 @@ def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -
     from rocksdict import Rdict as R
 
     assert sorted(n for n in R.list_cf(str(tmp_path / "rocksdb")) if n != "default") == [
+        embedded.EXTRAS_FAMILY,  # made on the first start that had none
         "old@2#0",
         "old@2#1",
         "old@2#2",
@@ -226,6 +228,8 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
         meta = s.create_queue(QueueMeta("q", 2, 3600))
         ids = put(s, meta, 0, T0, 300) + put(s, meta, 1, T0, 5)
         s.put_record("ns", "k", b"v")
+        first = MessageId(*ids[0])
+        s.put_extras(meta, [(0, first, b"key", b"props")])
         lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
         s.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10)  # keeps an iterator
         s._wedged = True  # as _note_failure sets it
@@ -239,6 +243,8 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
         assert sorted(got) == sorted(ids)
         assert [m.name for m in s.list_queues()] == ["q"]
         assert s.get_record("ns", "k") == b"v"
+        assert s.get_extras(meta, 0, [first]) == {first: b"props"}
+        assert s.find_by_key(meta, b"key", 10) == [(0, first)]
     finally:
         s.stop()
     again = EmbeddedStore(tmp_path)
@@ -250,3 +256,68 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
         assert sorted(got) == sorted(ids)
     finally:
         again.stop()
+
+
+def _extras_entries(s: EmbeddedStore) -> list[bytes]:
+    assert s._extras is not None
+    return [k for k, _ in s._extras[0].items()]
+
+
+def test_the_ttl_sweep_deletes_expired_keys_and_properties(tmp_path: Path) -> None:
+    """Keys and properties sit in their own column family, time first: the sweep removes what
+    expired with range deletes (values to the cutoff, the index by whole buckets), the rest
+    stays findable, and a restart keeps it."""
+    from gateway.rowkey import MessageId
+
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    meta = s.create_queue(QueueMeta("q", 2, 3600))  # buckets of 225 s
+    now = wall_clock_ms()
+    old, young = MessageId(now - 2 * 3600_000, 0), MessageId(now - 1000, 3)
+    s.put_extras(meta, [(0, old, b"k", b"old"), (1, young, b"k", b"young")])
+    assert len(_extras_entries(s)) == 4
+    s.sweep_expired(now)
+    assert len(_extras_entries(s)) == 2  # the old value and its index entry are gone
+    assert s.find_by_key(meta, b"k", 10) == [(1, young)]
+    s.stop()
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        meta = s.get_queue("q")
+        assert meta is not None and s.has_extras(meta)
+        assert s.find_by_key(meta, b"k", 10) == [(1, young)]
+        assert s.get_extras(meta, 1, [young]) == {young: b"young"}
+        s.sweep_expired(now + 2 * 3600_000)  # everything expired by then
+        assert _extras_entries(s) == []
+    finally:
+        s.stop()
+
+
+def test_truncate_drops_the_generations_keys(store: EmbeddedStore) -> None:
+    from gateway.rowkey import MessageId
+
+    meta = store.create_queue(QueueMeta("q", 1, 3600))
+    store.put_extras(meta, [(0, MessageId(T0, 0), b"k", b"v")])
+    store.truncate_queue("q")
+    assert _extras_entries(store) == []
+
+
+def test_a_start_drops_keys_of_generations_no_queue_has(tmp_path: Path) -> None:
+    """What a crash between dropping a generation's rows and its keys would leave."""
+    from gateway.rowkey import MessageId
+
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    meta = s.create_queue(QueueMeta("q", 1, 3600))
+    s.put_extras(meta, [(0, MessageId(T0, 0), b"k", b"v")])
+    assert s._extras is not None
+    s._extras[0].put(embedded._GEN.pack(meta.generation + 1000) + b"E" + bytes(12), b"left")
+    s.stop()
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        entries = _extras_entries(s)
+        assert len(entries) == 2  # the live queue's value and index entry
+        assert all(e.startswith(embedded._GEN.pack(meta.generation)) for e in entries)
+    finally:
+        s.stop()

@@ -119,3 +119,14 @@ def test_key_before_partition_bounds(key: bytes, partition: int) -> None:
     before_end = schema.key_before(end)
     assert before_end is not None
     assert (key < end) == (key <= before_end)
+
+
+def test_first_line_of_an_hbase_error_takes_bytes_and_text() -> None:
+    """Thrift1's IOError carries bytes (formatting it raised TypeError), Thrift2's text."""
+    from gateway.store.hbase import _first_line
+
+    assert _first_line(b"org.apache.hadoop.hbase.TableNotFoundException: t\n\tat x") == (
+        "org.apache.hadoop.hbase.TableNotFoundException: t"
+    )
+    assert _first_line("  refused\nmore") == "refused"
+    assert _first_line(None) == ""

@@ -114,6 +114,47 @@ def test_consume_call_encoded_from_rows_is_what_thriftpy2_writes() -> None:
     assert encode_call(7, rows) == buf.getvalue()
 
 
+def test_a_consume_call_with_keys_and_properties_decodes_with_them() -> None:
+    """Pushes of messages that have a key or properties carry them (rows without stay bare);
+    the listeners show them."""
+    import io
+    import json
+    from pathlib import Path
+    from tempfile import TemporaryDirectory
+
+    from hqueue.protocol import subscriber_thrift
+    from thriftpy2.protocol import TBinaryProtocol
+    from thriftpy2.transport import TMemoryBuffer
+
+    from gateway.keys import Extras
+    from gateway.subscriptions.sender import encode_call
+    from subscriber_runtime.listeners import JsonLinesListener, PrintListener
+
+    S = subscriber_thrift()
+    rows = [(1700000000000, 0, b"t", b"a"), (1700000000000, 1, b"t", b"b")]
+    data = encode_call(3, rows, [None, Extras(b"order-7", {"origin": b"\xff"})])
+    assert encode_call(3, rows, [None, None]) == encode_call(3, rows)  # the C encoder
+    proto = TBinaryProtocol(TMemoryBuffer(data))
+    assert proto.read_message_begin()[0] == "consumeMessages"
+    args = S.HQueueSubscriberService.consumeMessages_args()
+    args.read(proto)
+    a, b = args.messages
+    assert (a.value, a.key, a.properties) == (b"a", None, None)
+    assert (b.value, b.partitionID, b.id.sequenceID) == (b"b", 3, 1)
+    assert (b.key, b.properties) == (b"order-7", {"origin": b"\xff"})
+    out = io.StringIO()
+    PrintListener(out).on_messages(args.messages)
+    assert out.getvalue().splitlines()[1] == "3 1700000000000.1 t b key=order-7"
+    with TemporaryDirectory() as tmp:
+        path = Path(tmp) / "out.jsonl"
+        listener = JsonLinesListener(str(path))
+        listener.on_messages(args.messages)
+        listener.close()
+        first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert "key" not in first and "properties" not in first
+    assert second["key"] == "order-7" and second["properties"] == {"origin": {"b64": "/w=="}}
+
+
 def test_add_partitions_changes_the_subscription_it_is_called_on() -> None:
     # seed 4.4 calls subscription.addPartitions(...) and ignores the result
     sub = Subscription("s")

@@ -315,8 +315,28 @@ def test_format_timestamp() -> None:
 
 
 def test_format_message() -> None:
+    """The MessageID in the one form every command takes (TS.SEQ), then its time; a key."""
     message = T.TMessage(T.TMessageID(1_700_000_000_123, 7), 3, b"clicks", b"\xffv")
-    assert commands.format_message(message) == ("3  2023-11-14T22:13:20.123Z  7  clicks  b'\\xffv'")
+    assert commands.format_message(message) == (
+        "3  1700000000123.7  2023-11-14T22:13:20.123Z  clicks  b'\\xffv'"
+    )
+    message.key = b"order-1"
+    assert commands.format_message(message).endswith("  b'\\xffv'  key=order-1")
+
+
+def test_message_ids_are_printed_and_taken_as_ts_dot_seq() -> None:
+    from hqueue.toolkit import bulk, consumers
+
+    mid = T.TMessageID(1_700_000_000_123, 7)
+    text = commands.format_id(mid)
+    assert text == "1700000000123.7" and commands.format_id((1, 2)) == "1.2"
+    assert commands.parse_message_id(text) == (1_700_000_000_123, 7)
+    assert commands.parse_message_id("1700000000123") is None  # a time, not an id
+    with pytest.raises(commands.ToolkitError):
+        commands.parse_message_id("1.40000")  # sequences are 0..32767
+    assert bulk.parse_point(text, "--from") == (1_700_000_000_123, 7)  # export --from/--to
+    assert bulk.parse_point("1700000000123", "--from") == (1_700_000_000_123, 0)
+    assert consumers.parse_time(text) == 1_700_000_000_123  # reset_subscriber --to
 
 
 def test_format_queue_table() -> None:
@@ -504,6 +524,42 @@ def test_shell_subscriber_commands_check_their_arguments(fake: FakeClient) -> No
     assert code == 2 and "missing 'subscriber_name'" in err
 
 
+def test_shell_knows_the_consumer_commands(fake: FakeClient) -> None:
+    """reset_subscriber, dlq, dlq_replay and find_by_key, with the arguments the CLI takes."""
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def record(name: str, answer: Any) -> Any:
+        def call(*args: Any) -> Any:
+            calls.append((name, args))
+            return answer
+
+        return call
+
+    found = T.TMessage(T.TMessageID(1_700_000_000_123, 2), 1, b"t", b"paid", key=b"order-7")
+    fake.resetSubscriber = record("resetSubscriber", None)  # type: ignore[attr-defined]
+    fake.replayDeadLetters = record("replayDeadLetters", 3)  # type: ignore[attr-defined]
+    fake.findMessagesByKey = record("findMessagesByKey", [found])  # type: ignore[attr-defined]
+    commands.create_queue(fake, "q1", 2, 60, {})
+    commands.create_queue(fake, "q1.dlq.s1", 1, 60, {})  # empty
+    script = (
+        "reset_subscriber 'q1', 's1', '1700000000123.2'\n"
+        "dlq 'q1', 's1'\n"
+        "dlq_replay 'q1', 's1'\n"
+        "find_by_key 'q1', 'order-7', 5\n"
+        "help 'find_by_key'\n"
+    )
+    code, out, err = run_shell(script, Connector(fake))
+    assert code == 0, err
+    assert calls == [
+        ("resetSubscriber", (b"q1", b"s1", 1_700_000_000_123)),
+        ("replayDeadLetters", (b"q1", b"s1")),
+        ("findMessagesByKey", (b"q1", b"order-7", 5)),
+    ]
+    assert "no dead letters" in out and "3 dead letter(s)" in out
+    assert "1  1700000000123.2  2023-11-14T22:13:20.123Z  t  paid  key=order-7" in out
+    assert "find_by_key 'queue_name', 'key'[, limit]" in out
+
+
 def test_shell_interactive_prompt(fake: FakeClient) -> None:
     out, err = io.StringIO(), io.StringIO()
     shell = Shell(
@@ -588,7 +644,7 @@ def test_cli_put_stdin_and_tail(
     capsys.readouterr()
     assert cli.main(["tail", "q1", "1", "-n", "5"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].endswith("  txt  hello") and lines[0].startswith("1  20")
+    assert lines[0].endswith("  txt  hello") and lines[0].startswith("1  1700000000002.0  20")
     assert lines[1].endswith("  bin  \\x00\\x01 raw")
 
 

@@ -250,6 +250,40 @@ class HQueueServiceIf {
    * @param subscriberName
    */
   virtual int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) = 0;
+
+  /**
+   * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+   * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  virtual void forwardMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) = 0;
+
+  /**
+   * Internal: the part of a member's pullMessages that another gateway serves for the
+   * partitions this one owns; it neither joins nor renews the member (the gateway the member
+   * pulls through does).
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  virtual void forwardPull(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) = 0;
+
+  /**
+   * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  virtual void forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) = 0;
 };
 
 class HQueueServiceIfFactory {
@@ -384,6 +418,15 @@ class HQueueServiceNull : virtual public HQueueServiceIf {
   int64_t replayDeadLetters(const Text& /* queueName */, const Text& /* subscriberName */) override {
     int64_t _return = 0;
     return _return;
+  }
+  void forwardMessagesReturningIds(std::vector<TMessageID> & /* _return */, const Text& /* queueName */, const int16_t /* partitionID */, const std::vector<TMessage> & /* tMessages */) override {
+    return;
+  }
+  void forwardPull(std::vector<TMessage> & /* _return */, const Text& /* queueName */, const Text& /* subscriberName */, const Text& /* memberID */, const int32_t /* maxMessages */, const int32_t /* maxWaitMs */) override {
+    return;
+  }
+  void forwardAck(const Text& /* queueName */, const Text& /* subscriberName */, const Text& /* memberID */, const std::vector<TSubscribedPartition> & /* upTo */) override {
+    return;
   }
 };
 
@@ -4531,6 +4574,431 @@ class HQueueService_replayDeadLetters_presult {
 
 };
 
+typedef struct _HQueueService_forwardMessagesReturningIds_args__isset {
+  _HQueueService_forwardMessagesReturningIds_args__isset() : queueName(false), partitionID(false), tMessages(false) {}
+  bool queueName :1;
+  bool partitionID :1;
+  bool tMessages :1;
+} _HQueueService_forwardMessagesReturningIds_args__isset;
+
+class HQueueService_forwardMessagesReturningIds_args {
+ public:
+
+  HQueueService_forwardMessagesReturningIds_args(const HQueueService_forwardMessagesReturningIds_args&);
+  HQueueService_forwardMessagesReturningIds_args& operator=(const HQueueService_forwardMessagesReturningIds_args&);
+  HQueueService_forwardMessagesReturningIds_args() noexcept
+                                                 : queueName(),
+                                                   partitionID(0) {
+  }
+
+  virtual ~HQueueService_forwardMessagesReturningIds_args() noexcept;
+  Text queueName;
+  int16_t partitionID;
+  std::vector<TMessage>  tMessages;
+
+  _HQueueService_forwardMessagesReturningIds_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_partitionID(const int16_t val);
+
+  void __set_tMessages(const std::vector<TMessage> & val);
+
+  bool operator == (const HQueueService_forwardMessagesReturningIds_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(partitionID == rhs.partitionID))
+      return false;
+    if (!(tMessages == rhs.tMessages))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardMessagesReturningIds_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardMessagesReturningIds_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_forwardMessagesReturningIds_pargs {
+ public:
+
+
+  virtual ~HQueueService_forwardMessagesReturningIds_pargs() noexcept;
+  const Text* queueName;
+  const int16_t* partitionID;
+  const std::vector<TMessage> * tMessages;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardMessagesReturningIds_result__isset {
+  _HQueueService_forwardMessagesReturningIds_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardMessagesReturningIds_result__isset;
+
+class HQueueService_forwardMessagesReturningIds_result {
+ public:
+
+  HQueueService_forwardMessagesReturningIds_result(const HQueueService_forwardMessagesReturningIds_result&);
+  HQueueService_forwardMessagesReturningIds_result& operator=(const HQueueService_forwardMessagesReturningIds_result&);
+  HQueueService_forwardMessagesReturningIds_result() noexcept {
+  }
+
+  virtual ~HQueueService_forwardMessagesReturningIds_result() noexcept;
+  std::vector<TMessageID>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardMessagesReturningIds_result__isset __isset;
+
+  void __set_success(const std::vector<TMessageID> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_forwardMessagesReturningIds_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardMessagesReturningIds_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardMessagesReturningIds_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardMessagesReturningIds_presult__isset {
+  _HQueueService_forwardMessagesReturningIds_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardMessagesReturningIds_presult__isset;
+
+class HQueueService_forwardMessagesReturningIds_presult {
+ public:
+
+
+  virtual ~HQueueService_forwardMessagesReturningIds_presult() noexcept;
+  std::vector<TMessageID> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardMessagesReturningIds_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_forwardPull_args__isset {
+  _HQueueService_forwardPull_args__isset() : queueName(false), subscriberName(false), memberID(false), maxMessages(false), maxWaitMs(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool memberID :1;
+  bool maxMessages :1;
+  bool maxWaitMs :1;
+} _HQueueService_forwardPull_args__isset;
+
+class HQueueService_forwardPull_args {
+ public:
+
+  HQueueService_forwardPull_args(const HQueueService_forwardPull_args&);
+  HQueueService_forwardPull_args& operator=(const HQueueService_forwardPull_args&);
+  HQueueService_forwardPull_args() noexcept
+                                 : queueName(),
+                                   subscriberName(),
+                                   memberID(),
+                                   maxMessages(0),
+                                   maxWaitMs(0) {
+  }
+
+  virtual ~HQueueService_forwardPull_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  Text memberID;
+  int32_t maxMessages;
+  int32_t maxWaitMs;
+
+  _HQueueService_forwardPull_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_memberID(const Text& val);
+
+  void __set_maxMessages(const int32_t val);
+
+  void __set_maxWaitMs(const int32_t val);
+
+  bool operator == (const HQueueService_forwardPull_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(memberID == rhs.memberID))
+      return false;
+    if (!(maxMessages == rhs.maxMessages))
+      return false;
+    if (!(maxWaitMs == rhs.maxWaitMs))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardPull_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardPull_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_forwardPull_pargs {
+ public:
+
+
+  virtual ~HQueueService_forwardPull_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const Text* memberID;
+  const int32_t* maxMessages;
+  const int32_t* maxWaitMs;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardPull_result__isset {
+  _HQueueService_forwardPull_result__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardPull_result__isset;
+
+class HQueueService_forwardPull_result {
+ public:
+
+  HQueueService_forwardPull_result(const HQueueService_forwardPull_result&);
+  HQueueService_forwardPull_result& operator=(const HQueueService_forwardPull_result&);
+  HQueueService_forwardPull_result() noexcept {
+  }
+
+  virtual ~HQueueService_forwardPull_result() noexcept;
+  std::vector<TMessage>  success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardPull_result__isset __isset;
+
+  void __set_success(const std::vector<TMessage> & val);
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_forwardPull_result & rhs) const
+  {
+    if (!(success == rhs.success))
+      return false;
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardPull_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardPull_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardPull_presult__isset {
+  _HQueueService_forwardPull_presult__isset() : success(false), io(false), ia(false) {}
+  bool success :1;
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardPull_presult__isset;
+
+class HQueueService_forwardPull_presult {
+ public:
+
+
+  virtual ~HQueueService_forwardPull_presult() noexcept;
+  std::vector<TMessage> * success;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardPull_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
+typedef struct _HQueueService_forwardAck_args__isset {
+  _HQueueService_forwardAck_args__isset() : queueName(false), subscriberName(false), memberID(false), upTo(false) {}
+  bool queueName :1;
+  bool subscriberName :1;
+  bool memberID :1;
+  bool upTo :1;
+} _HQueueService_forwardAck_args__isset;
+
+class HQueueService_forwardAck_args {
+ public:
+
+  HQueueService_forwardAck_args(const HQueueService_forwardAck_args&);
+  HQueueService_forwardAck_args& operator=(const HQueueService_forwardAck_args&);
+  HQueueService_forwardAck_args() noexcept
+                                : queueName(),
+                                  subscriberName(),
+                                  memberID() {
+  }
+
+  virtual ~HQueueService_forwardAck_args() noexcept;
+  Text queueName;
+  Text subscriberName;
+  Text memberID;
+  std::vector<TSubscribedPartition>  upTo;
+
+  _HQueueService_forwardAck_args__isset __isset;
+
+  void __set_queueName(const Text& val);
+
+  void __set_subscriberName(const Text& val);
+
+  void __set_memberID(const Text& val);
+
+  void __set_upTo(const std::vector<TSubscribedPartition> & val);
+
+  bool operator == (const HQueueService_forwardAck_args & rhs) const
+  {
+    if (!(queueName == rhs.queueName))
+      return false;
+    if (!(subscriberName == rhs.subscriberName))
+      return false;
+    if (!(memberID == rhs.memberID))
+      return false;
+    if (!(upTo == rhs.upTo))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardAck_args &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardAck_args & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+
+class HQueueService_forwardAck_pargs {
+ public:
+
+
+  virtual ~HQueueService_forwardAck_pargs() noexcept;
+  const Text* queueName;
+  const Text* subscriberName;
+  const Text* memberID;
+  const std::vector<TSubscribedPartition> * upTo;
+
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardAck_result__isset {
+  _HQueueService_forwardAck_result__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardAck_result__isset;
+
+class HQueueService_forwardAck_result {
+ public:
+
+  HQueueService_forwardAck_result(const HQueueService_forwardAck_result&);
+  HQueueService_forwardAck_result& operator=(const HQueueService_forwardAck_result&);
+  HQueueService_forwardAck_result() noexcept {
+  }
+
+  virtual ~HQueueService_forwardAck_result() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardAck_result__isset __isset;
+
+  void __set_io(const IOError& val);
+
+  void __set_ia(const IllegalArgument& val);
+
+  bool operator == (const HQueueService_forwardAck_result & rhs) const
+  {
+    if (!(io == rhs.io))
+      return false;
+    if (!(ia == rhs.ia))
+      return false;
+    return true;
+  }
+  bool operator != (const HQueueService_forwardAck_result &rhs) const {
+    return !(*this == rhs);
+  }
+
+  bool operator < (const HQueueService_forwardAck_result & ) const;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+  uint32_t write(::apache::thrift::protocol::TProtocol* oprot) const;
+
+};
+
+typedef struct _HQueueService_forwardAck_presult__isset {
+  _HQueueService_forwardAck_presult__isset() : io(false), ia(false) {}
+  bool io :1;
+  bool ia :1;
+} _HQueueService_forwardAck_presult__isset;
+
+class HQueueService_forwardAck_presult {
+ public:
+
+
+  virtual ~HQueueService_forwardAck_presult() noexcept;
+  IOError io;
+  IllegalArgument ia;
+
+  _HQueueService_forwardAck_presult__isset __isset;
+
+  uint32_t read(::apache::thrift::protocol::TProtocol* iprot);
+
+};
+
 class HQueueServiceClient : virtual public HQueueServiceIf {
  public:
   HQueueServiceClient(std::shared_ptr< ::apache::thrift::protocol::TProtocol> prot) {
@@ -4824,6 +5292,43 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) override;
   void send_replayDeadLetters(const Text& queueName, const Text& subscriberName);
   int64_t recv_replayDeadLetters();
+  /**
+   * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+   * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  void send_forwardMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_forwardMessagesReturningIds(std::vector<TMessageID> & _return);
+  /**
+   * Internal: the part of a member's pullMessages that another gateway serves for the
+   * partitions this one owns; it neither joins nor renews the member (the gateway the member
+   * pulls through does).
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void forwardPull(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override;
+  void send_forwardPull(const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs);
+  void recv_forwardPull(std::vector<TMessage> & _return);
+  /**
+   * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override;
+  void send_forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo);
+  void recv_forwardAck();
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;
@@ -4872,6 +5377,9 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
   void process_pullMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_ackMessages(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
   void process_replayDeadLetters(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_forwardMessagesReturningIds(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_forwardPull(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
+  void process_forwardAck(int32_t seqid, ::apache::thrift::protocol::TProtocol* iprot, ::apache::thrift::protocol::TProtocol* oprot, void* callContext);
  public:
   HQueueServiceProcessor(::std::shared_ptr<HQueueServiceIf> iface) :
     iface_(iface) {
@@ -4908,6 +5416,9 @@ class HQueueServiceProcessor : public ::apache::thrift::TDispatchProcessor {
     processMap_["pullMessages"] = &HQueueServiceProcessor::process_pullMessages;
     processMap_["ackMessages"] = &HQueueServiceProcessor::process_ackMessages;
     processMap_["replayDeadLetters"] = &HQueueServiceProcessor::process_replayDeadLetters;
+    processMap_["forwardMessagesReturningIds"] = &HQueueServiceProcessor::process_forwardMessagesReturningIds;
+    processMap_["forwardPull"] = &HQueueServiceProcessor::process_forwardPull;
+    processMap_["forwardAck"] = &HQueueServiceProcessor::process_forwardAck;
   }
 
   virtual ~HQueueServiceProcessor() {}
@@ -5411,6 +5922,63 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
     return ifaces_[i]->replayDeadLetters(queueName, subscriberName);
   }
 
+  /**
+   * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+   * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->forwardMessagesReturningIds(_return, queueName, partitionID, tMessages);
+    }
+    ifaces_[i]->forwardMessagesReturningIds(_return, queueName, partitionID, tMessages);
+    return;
+  }
+
+  /**
+   * Internal: the part of a member's pullMessages that another gateway serves for the
+   * partitions this one owns; it neither joins nor renews the member (the gateway the member
+   * pulls through does).
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void forwardPull(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->forwardPull(_return, queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+    }
+    ifaces_[i]->forwardPull(_return, queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+    return;
+  }
+
+  /**
+   * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override {
+    size_t sz = ifaces_.size();
+    size_t i = 0;
+    for (; i < (sz - 1); ++i) {
+      ifaces_[i]->forwardAck(queueName, subscriberName, memberID, upTo);
+    }
+    ifaces_[i]->forwardAck(queueName, subscriberName, memberID, upTo);
+  }
+
 };
 
 // The 'concurrent' client is a thread safe client that correctly handles
@@ -5711,6 +6279,43 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   int64_t replayDeadLetters(const Text& queueName, const Text& subscriberName) override;
   int32_t send_replayDeadLetters(const Text& queueName, const Text& subscriberName);
   int64_t recv_replayDeadLetters(const int32_t seqid);
+  /**
+   * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+   * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+   * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+   * 
+   * @param queueName
+   * @param partitionID
+   * @param tMessages
+   */
+  void forwardMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) override;
+  int32_t send_forwardMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
+  void recv_forwardMessagesReturningIds(std::vector<TMessageID> & _return, const int32_t seqid);
+  /**
+   * Internal: the part of a member's pullMessages that another gateway serves for the
+   * partitions this one owns; it neither joins nor renews the member (the gateway the member
+   * pulls through does).
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param maxMessages
+   * @param maxWaitMs
+   */
+  void forwardPull(std::vector<TMessage> & _return, const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs) override;
+  int32_t send_forwardPull(const Text& queueName, const Text& subscriberName, const Text& memberID, const int32_t maxMessages, const int32_t maxWaitMs);
+  void recv_forwardPull(std::vector<TMessage> & _return, const int32_t seqid);
+  /**
+   * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+   * 
+   * @param queueName
+   * @param subscriberName
+   * @param memberID
+   * @param upTo
+   */
+  void forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo) override;
+  int32_t send_forwardAck(const Text& queueName, const Text& subscriberName, const Text& memberID, const std::vector<TSubscribedPartition> & upTo);
+  void recv_forwardAck(const int32_t seqid);
  protected:
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> piprot_;
   std::shared_ptr< ::apache::thrift::protocol::TProtocol> poprot_;

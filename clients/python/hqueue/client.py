@@ -95,7 +95,7 @@ class Connection:
     def __init__(
         self,
         host: str = DEFAULT_HOST,
-        port: int = DEFAULT_PORT,
+        port: int | None = None,
         *,
         framed: bool = False,
         compact: bool = False,
@@ -104,6 +104,15 @@ class Connection:
         tls: TLSOption = None,
         token: str | None = None,
     ) -> None:
+        if port is None:
+            # "host:port" as the toolkit, the subscriber and the gateway's flags write it
+            if host.count(":") == 1 or host.startswith("["):
+                try:
+                    host, port = protocol.parse_address(host, argument="host")
+                except ValueError as exc:
+                    raise InvalidArgument("host", str(exc)) from None
+            else:
+                port = DEFAULT_PORT
         _int("port", port, 1, 65535)
         if not timeout > 0:
             raise InvalidArgument("timeout", f"must be > 0 seconds, got {timeout}")
@@ -120,6 +129,10 @@ class Connection:
         self._locations: dict[bytes, tuple[float, list[str]]] = {}
         self._peers: dict[str, Connection] = {}
         self._down: dict[str, float] = {}  # address -> until when (monotonic) it is avoided
+        # Pull consumers in a cluster: the gateway pulls and acks go through (another one
+        # after this one failed), and every gateway address seen in the queues' locations.
+        self._consumer_via: Connection | None = None
+        self._gateways: dict[str, None] = {}
         if autoconnect:
             self.open()
 
@@ -166,6 +179,7 @@ class Connection:
             raw = self._ask_locations(queue) or []
             found = [x.decode() if isinstance(x, bytes) else x for x in raw]
             cached = self._locations[queue] = (time.monotonic(), found)
+            self._gateways.update(dict.fromkeys(a for a in found if a))
         return cached[1]
 
     def clustered(self, queue: bytes) -> bool:
@@ -189,7 +203,13 @@ class Connection:
             address = ""  # it just failed (restarting?): any live gateway forwards the put
         if not address:
             return self._any_live()
-        if len(set(owners)) <= 1 or address == self.address:
+        if len(set(owners)) <= 1:
+            return self
+        return self.gateway(address)
+
+    def gateway(self, address: str) -> Connection:
+        """This connection for its own address, else one (kept) to the gateway there."""
+        if address == self.address:
             return self
         peer = self._peers.get(address)
         if peer is None:
@@ -226,6 +246,32 @@ class Connection:
             for peer in list(self._peers.values()):
                 with contextlib.suppress(TransportError):
                     return peer.call("getQueueLocations", queue)
+            raise
+
+    def consumer_call(self, queue: bytes, method: str, *args: Any) -> Any:
+        """``pullMessages``/``ackMessages``: any gateway of a cluster serves a pull member
+        (it forwards to the owners of the member's partitions), so when the one in use fails
+        the call goes to another known gateway, which is used from then on. A pull lost with
+        its gateway is delivered again (it was not acknowledged): at-least-once."""
+        with contextlib.suppress(InvalidArgument, ServerError, TransportError):
+            self._owners(queue)  # learn the cluster's gateways before one of them fails
+        via = self._consumer_via or self
+        try:
+            return via.call(method, *args)
+        except TransportError:
+            self.avoid(via.address, 5.0)
+            now = time.monotonic()
+            for address in [self.address, *self._gateways]:
+                if address == via.address or self._down.get(address, 0) > now:
+                    continue
+                other = self.gateway(address)
+                try:
+                    result = other.call(method, *args)
+                except TransportError:
+                    self.avoid(address, 5.0)
+                    continue
+                self._consumer_via = None if other is self else other
+                return result
             raise
 
     def forget_locations(self, queue: bytes) -> None:
@@ -689,11 +735,13 @@ class Queue:
         """Long poll as ``member`` of the pull group ``subscriber``: the messages of the member's
         partitions as soon as there are any, else ``[]`` after ``max_wait_ms``. The first pull
         creates the group (from new messages on) or joins it. Call :meth:`ack` after handling
-        them; what stays unacknowledged is delivered again after the gateway's ack timeout."""
+        them; what stays unacknowledged is delivered again after the gateway's ack timeout.
+        In a gateway cluster a failed gateway is replaced by another (see
+        :meth:`Connection.consumer_call`)."""
         _int("max_messages", max_messages, 1, 100_000)
         _int("max_wait_ms", max_wait_ms, 0, 300_000)
-        got = self.connection.call(
-            "pullMessages", self.name, _bytes("subscriber", subscriber),
+        got = self.connection.consumer_call(
+            self.name, "pullMessages", self.name, _bytes("subscriber", subscriber),
             _bytes("member", member), max_messages, max_wait_ms,
         )  # fmt: skip
         return [_keyed_message(m) for m in got]
@@ -713,9 +761,9 @@ class Queue:
             t.TSubscribedPartition(partitionID=p, startMessageID=t.TMessageID(*mid))
             for p, mid in sorted(last.items())
         ]
-        self.connection.call(
-            "ackMessages", self.name, _bytes("subscriber", subscriber), _bytes("member", member),
-            up_to,
+        self.connection.consumer_call(
+            self.name, "ackMessages", self.name, _bytes("subscriber", subscriber),
+            _bytes("member", member), up_to,
         )  # fmt: skip
 
     def find_by_key(self, key: Bytes, limit: int = 100) -> list[KeyedMessage]:

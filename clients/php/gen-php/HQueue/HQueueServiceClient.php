@@ -2161,4 +2161,205 @@ class HQueueServiceClient implements \HQueue\HQueueServiceIf
         }
         throw new \Exception("replayDeadLetters failed: unknown result");
     }
+
+    public function forwardMessagesReturningIds($queueName, $partitionID, array $tMessages)
+    {
+        $this->send_forwardMessagesReturningIds($queueName, $partitionID, $tMessages);
+        return $this->recv_forwardMessagesReturningIds();
+    }
+
+    public function send_forwardMessagesReturningIds($queueName, $partitionID, array $tMessages)
+    {
+        $args = new \HQueue\HQueueService_forwardMessagesReturningIds_args();
+        $args->queueName = $queueName;
+        $args->partitionID = $partitionID;
+        $args->tMessages = $tMessages;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'forwardMessagesReturningIds',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('forwardMessagesReturningIds', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_forwardMessagesReturningIds()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_forwardMessagesReturningIds_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_forwardMessagesReturningIds_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("forwardMessagesReturningIds failed: unknown result");
+    }
+
+    public function forwardPull($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs)
+    {
+        $this->send_forwardPull($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs);
+        return $this->recv_forwardPull();
+    }
+
+    public function send_forwardPull($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs)
+    {
+        $args = new \HQueue\HQueueService_forwardPull_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->memberID = $memberID;
+        $args->maxMessages = $maxMessages;
+        $args->maxWaitMs = $maxWaitMs;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'forwardPull',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('forwardPull', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_forwardPull()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_forwardPull_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_forwardPull_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->success !== null) {
+            return $result->success;
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        throw new \Exception("forwardPull failed: unknown result");
+    }
+
+    public function forwardAck($queueName, $subscriberName, $memberID, array $upTo)
+    {
+        $this->send_forwardAck($queueName, $subscriberName, $memberID, $upTo);
+        $this->recv_forwardAck();
+    }
+
+    public function send_forwardAck($queueName, $subscriberName, $memberID, array $upTo)
+    {
+        $args = new \HQueue\HQueueService_forwardAck_args();
+        $args->queueName = $queueName;
+        $args->subscriberName = $subscriberName;
+        $args->memberID = $memberID;
+        $args->upTo = $upTo;
+        $bin_accel = ($this->output_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_write_binary');
+        if ($bin_accel) {
+            thrift_protocol_write_binary(
+                $this->output_,
+                'forwardAck',
+                TMessageType::CALL,
+                $args,
+                $this->seqid_,
+                $this->output_->isStrictWrite()
+            );
+        } else {
+            $this->output_->writeMessageBegin('forwardAck', TMessageType::CALL, $this->seqid_);
+            $args->write($this->output_);
+            $this->output_->writeMessageEnd();
+            $this->output_->getTransport()->flush();
+        }
+    }
+
+    public function recv_forwardAck()
+    {
+        $bin_accel = ($this->input_ instanceof TBinaryProtocolAccelerated) && function_exists('thrift_protocol_read_binary');
+        if ($bin_accel) {
+            $result = thrift_protocol_read_binary(
+                $this->input_,
+                '\HQueue\HQueueService_forwardAck_result',
+                $this->input_->isStrictRead()
+            );
+        } else {
+            $rseqid = 0;
+            $fname = null;
+            $mtype = 0;
+
+            $this->input_->readMessageBegin($fname, $mtype, $rseqid);
+            if ($mtype == TMessageType::EXCEPTION) {
+                $x = new TApplicationException();
+                $x->read($this->input_);
+                $this->input_->readMessageEnd();
+                throw $x;
+            }
+            $result = new \HQueue\HQueueService_forwardAck_result();
+            $result->read($this->input_);
+            $this->input_->readMessageEnd();
+        }
+        if ($result->io !== null) {
+            throw $result->io;
+        }
+        if ($result->ia !== null) {
+            throw $result->ia;
+        }
+        return;
+    }
 }

@@ -331,4 +331,43 @@ interface HQueueServiceIf
      * @throws \HQueue\IllegalArgument
      */
     public function replayDeadLetters($queueName, $subscriberName);
+    /**
+     * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+     * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+     * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+     * 
+     * @param string $queueName
+     * @param int $partitionID
+     * @param \HQueue\TMessage[] $tMessages
+     * @return \HQueue\TMessageID[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function forwardMessagesReturningIds($queueName, $partitionID, array $tMessages);
+    /**
+     * Internal: the part of a member's pullMessages that another gateway serves for the
+     * partitions this one owns; it neither joins nor renews the member (the gateway the member
+     * pulls through does).
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param string $memberID
+     * @param int $maxMessages
+     * @param int $maxWaitMs
+     * @return \HQueue\TMessage[]
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function forwardPull($queueName, $subscriberName, $memberID, $maxMessages, $maxWaitMs);
+    /**
+     * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+     * 
+     * @param string $queueName
+     * @param string $subscriberName
+     * @param string $memberID
+     * @param \HQueue\TSubscribedPartition[] $upTo
+     * @throws \HQueue\IOError
+     * @throws \HQueue\IllegalArgument
+     */
+    public function forwardAck($queueName, $subscriberName, $memberID, array $upTo);
 }

@@ -27,7 +27,7 @@ from .bulk_import import (
     read_records,
     state_path,
 )
-from .commands import Client, ToolkitError, close_client
+from .commands import Client, ToolkitError, close_client, parse_message_id
 
 EXPORT_BATCH = 5000  # messages per messageScannerGetList
 STATE_WRITE_INTERVAL = 0.05  # seconds between state rewrites while acknowledgements come
@@ -155,6 +155,12 @@ class _StateWriter(threading.Thread):
 # -- export ------------------------------------------------------------------------------------
 
 
+def parse_point(text: str, flag: str) -> tuple[int, int]:
+    """A MessageID ``TS.SEQ`` as itself, else a time (see :func:`parse_time`) as (ms, 0)."""
+    mid = parse_message_id(text, flag)
+    return mid if mid is not None else (parse_time(text, flag), 0)
+
+
 def parse_time(text: str, flag: str) -> int:
     """Milliseconds since the epoch from an integer (ms) or an ISO-8601 date/time (UTC unless
     it says otherwise)."""
@@ -176,14 +182,14 @@ def parse_time(text: str, flag: str) -> int:
 def run_export(client: Client, args: Any, out: IO[str]) -> str:
     """Writes the queue's messages (oldest first, merged over the partitions) as JSON Lines."""
     t = hqueue_thrift()
-    start = parse_time(args.from_, "--from") if args.from_ else None
-    stop = parse_time(args.to, "--to") if args.to else None
+    start = parse_point(args.from_, "--from") if args.from_ else None
+    stop = parse_point(args.to, "--to") if args.to else None
     if start is not None and stop is not None and stop <= start:
         raise ToolkitError("--to must be later than --from")
     topics = [x.encode() for x in args.topics.split(",") if x] if args.topics else None
     scan = t.TMessageScan(
-        startMessageID=None if start is None else t.TMessageID(timestamp=start, sequenceID=0),
-        stopMessageID=None if stop is None else t.TMessageID(timestamp=stop, sequenceID=0),
+        startMessageID=None if start is None else t.TMessageID(*start),
+        stopMessageID=None if stop is None else t.TMessageID(*stop),
         topics=topics,
         caching=EXPORT_BATCH,
     )

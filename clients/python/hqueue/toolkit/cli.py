@@ -198,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TIME",
         help="ISO 8601 (UTC unless given), epoch ms, a MessageID TS.SEQ, earliest or latest",
     )
+    p = add("find_by_key", "the messages put with a key, newest first, every partition")
+    p.add_argument("queue")
+    p.add_argument("key")
+    p.add_argument(
+        "-n", "--limit", type=int, default=100, help="at most this many (default %(default)s)"
+    )
     add("shell", "start the interactive HQueue Shell (reads stdin when it is not a terminal)")
     return parser
 
@@ -239,9 +245,13 @@ def _add_bulk_commands(add: Any) -> None:
     p.add_argument("queue")
     p.add_argument("-o", "--output", help="the output file (default: stdout)")
     p.add_argument(
-        "--from", dest="from_", metavar="TIME", help="from this time on (ms or ISO-8601, UTC)"
-    )
-    p.add_argument("--to", metavar="TIME", help="up to this time, exclusive (ms or ISO-8601)")
+        "--from", dest="from_", metavar="TIME",
+        help="from this time on (ms or ISO-8601, UTC), or from this MessageID TS.SEQ",
+    )  # fmt: skip
+    p.add_argument(
+        "--to", metavar="TIME",
+        help="up to this time or MessageID TS.SEQ, exclusive (ms, ISO-8601 or TS.SEQ)",
+    )  # fmt: skip
     p.add_argument("--topics", metavar="T,...", help="only these topics")
     p.add_argument("--partitions", metavar="P,...", help="only these partitions")
     _progress_option(p)
@@ -373,6 +383,9 @@ def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -
         _print(consumers.replay_dead_letters(client, args.queue, args.subscriber))
     elif name == "reset_subscriber":
         _print(consumers.reset_subscriber(client, args.queue, args.subscriber, args.to))
+    elif name == "find_by_key":
+        found = consumers.find_by_key(client, args.queue, args.key, args.limit)
+        _print(consumers.format_found(args.queue, args.key, found))
     else:  # pragma: no cover - argparse only lets known commands through
         raise AssertionError(name)
 

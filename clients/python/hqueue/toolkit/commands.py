@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import re
 import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -400,8 +401,29 @@ def _check_subscriber(name: str) -> None:
         raise ToolkitError("'subscriber_name' must not be empty")
 
 
+# A MessageID as the toolkit prints it and takes it everywhere: TS.SEQ (timestamp ms, sequence).
+_MESSAGE_ID = re.compile(r"(\d+)\.(\d+)\Z")
+MAX_SEQUENCE = 32767
+
+
 def format_id(mid: Any) -> str:
-    return "-" if mid is None else f"{mid.timestamp}.{mid.sequenceID}"
+    """A TMessageID (or a (timestamp, sequence) pair) as ``TS.SEQ``; ``-`` for None."""
+    if mid is None:
+        return "-"
+    if isinstance(mid, tuple):
+        return f"{mid[0]}.{mid[1]}"
+    return f"{mid.timestamp}.{mid.sequenceID}"
+
+
+def parse_message_id(text: str, flag: str = "MessageID") -> tuple[int, int] | None:
+    """``TS.SEQ`` as (timestamp ms, sequence); None when ``text`` is not of that form."""
+    found = _MESSAGE_ID.match(text.strip())
+    if found is None:
+        return None
+    ts, seq = int(found.group(1)), int(found.group(2))
+    if seq > MAX_SEQUENCE:
+        raise ToolkitError(f"{flag}: a MessageID's sequence is 0..{MAX_SEQUENCE}, got {text!r}")
+    return ts, seq
 
 
 def format_subscribers(queue: str, infos: list[Any]) -> str:
@@ -474,14 +496,18 @@ def format_timestamp(millis: int) -> str:
 
 
 def format_message(message: Any, value_limit: int = DEFAULT_VALUE_LIMIT) -> str:
-    """``partition  timestamp  seq  topic  value`` on one line."""
+    """``partition  TS.SEQ  time  topic  value`` on one line (the MessageID in the form every
+    command takes), then ``key=...`` when the message has a key."""
     mid = message.id
     stamp = format_timestamp(mid.timestamp) if mid is not None else "-"
-    seq = str(mid.sequenceID) if mid is not None else "-"
     pid = "-" if message.partitionID is None else str(message.partitionID)
     topic = render_bytes(message.topic, TOPIC_LIMIT)
     value = render_bytes(message.value, value_limit)
-    return f"{pid}  {stamp}  {seq}  {topic}  {value}"
+    line = f"{pid}  {format_id(mid)}  {stamp}  {topic}  {value}"
+    key = getattr(message, "key", None)
+    if key is not None:
+        line += f"  key={render_bytes(key, TOPIC_LIMIT)}"
+    return line
 
 
 def format_messages(messages: Iterable[Any], value_limit: int = DEFAULT_VALUE_LIMIT) -> str:

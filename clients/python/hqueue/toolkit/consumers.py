@@ -19,6 +19,8 @@ from .commands import (
     _name,
     _read,
     format_message,
+    format_messages,
+    parse_message_id,
     render_bytes,
     to_bytes,
 )
@@ -27,7 +29,6 @@ from .commands import (
 # its newest message (see SubscriptionService.reset).
 LATEST_MS = 2**62
 _EPOCH_MS = re.compile(r"\d+\Z")
-_MESSAGE_ID = re.compile(r"(\d+)\.(\d+)\Z")
 
 
 def parse_time(text: str) -> int:
@@ -40,9 +41,9 @@ def parse_time(text: str) -> int:
         return LATEST_MS
     if _EPOCH_MS.match(t):
         return int(t)
-    mid = _MESSAGE_ID.match(t)
-    if mid:
-        return int(mid.group(1))
+    mid = parse_message_id(t, "--to")
+    if mid is not None:
+        return mid[0]
     try:
         moment = datetime.datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
@@ -98,3 +99,18 @@ def replay_dead_letters(client: Client, queue: str, subscriber: str) -> str:
     _check_subscriber(subscriber)
     n = client.replayDeadLetters(_name(queue), to_bytes(subscriber))
     return f"{n} dead letter(s) of '{subscriber}' on '{queue}' will be delivered again"
+
+
+def find_by_key(client: Client, queue: str, key: str, limit: int = 100) -> list[Any]:
+    """The messages put with ``key``, newest first, every partition, within the TTL."""
+    if not key:
+        raise ToolkitError("'key' must not be empty")
+    if limit < 1:
+        raise ToolkitError(f"'limit' must be >= 1, got {limit}")
+    return list(client.findMessagesByKey(_name(queue), to_bytes(key), limit))
+
+
+def format_found(queue: str, key: str, messages: list[Any]) -> str:
+    if not messages:
+        return f"no message of queue '{queue}' has the key {key!r} (within its TTL)"
+    return format_messages(messages)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hqueue.toolkit import commands
+from hqueue.toolkit import commands, consumers
 from hqueue.toolkit.commands import EXIT_OK, EXIT_USAGE, Client
 from hqueue.toolkit.parser import Command, ParseError, Value, parse
 
@@ -123,6 +123,26 @@ SPECS: dict[str, Spec] = {
         (_Q,),
         "a queue's subscribers: per partition checkpoint, newest id, lag (messages, seconds)",
         lambda c, a: commands.format_subscribers(a[0], commands.list_subscribers(c, *a)),
+    ),
+    "reset_subscriber": Spec(
+        (_Q, Param("subscriber_name", "string"), Param("time", "string")),
+        "move a subscriber's checkpoints to a time: ISO 8601, epoch ms, TS.SEQ, earliest, latest",
+        lambda c, a: consumers.reset_subscriber(c, *a),
+    ),
+    "dlq": Spec(
+        (_Q, Param("subscriber_name", "string")),
+        "a subscriber's dead letters (messages that used up their attempts)",
+        lambda c, a: consumers.format_dead_letters(consumers.dead_letters(c, *a)),
+    ),
+    "dlq_replay": Spec(
+        (_Q, Param("subscriber_name", "string")),
+        "deliver a subscriber's dead letters again, to that subscriber only",
+        lambda c, a: consumers.replay_dead_letters(c, *a),
+    ),
+    "find_by_key": Spec(
+        (_Q, Param("key", "string"), Param("limit", "integer", required=False)),
+        "the messages put with a key, newest first, every partition (limit 100)",
+        lambda c, a: consumers.format_found(a[0], a[1], consumers.find_by_key(c, *a)),
     ),
 }
 ALIASES = {"truncate": "truncate_queue"}

@@ -375,6 +375,49 @@ class Iface(object):
         """
         pass
 
+    def forwardMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+        by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        pass
+
+    def forwardPull(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Internal: the part of a member's pullMessages that another gateway serves for the
+        partitions this one owns; it neither joins nor renews the member (the gateway the member
+        pulls through does).
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        pass
+
+    def forwardAck(self, queueName, subscriberName, memberID, upTo):
+        """
+        Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        pass
+
 
 class Client(Iface):
     def __init__(self, iprot, oprot=None):
@@ -1667,6 +1710,140 @@ class Client(Iface):
             raise result.ia
         raise TApplicationException(TApplicationException.MISSING_RESULT, "replayDeadLetters failed: unknown result")
 
+    def forwardMessagesReturningIds(self, queueName, partitionID, tMessages):
+        """
+        Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+        by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+        receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+
+        Parameters:
+         - queueName
+         - partitionID
+         - tMessages
+
+        """
+        self.send_forwardMessagesReturningIds(queueName, partitionID, tMessages)
+        return self.recv_forwardMessagesReturningIds()
+
+    def send_forwardMessagesReturningIds(self, queueName, partitionID, tMessages):
+        self._oprot.writeMessageBegin('forwardMessagesReturningIds', TMessageType.CALL, self._seqid)
+        args = forwardMessagesReturningIds_args()
+        args.queueName = queueName
+        args.partitionID = partitionID
+        args.tMessages = tMessages
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_forwardMessagesReturningIds(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = forwardMessagesReturningIds_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "forwardMessagesReturningIds failed: unknown result")
+
+    def forwardPull(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        """
+        Internal: the part of a member's pullMessages that another gateway serves for the
+        partitions this one owns; it neither joins nor renews the member (the gateway the member
+        pulls through does).
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - maxMessages
+         - maxWaitMs
+
+        """
+        self.send_forwardPull(queueName, subscriberName, memberID, maxMessages, maxWaitMs)
+        return self.recv_forwardPull()
+
+    def send_forwardPull(self, queueName, subscriberName, memberID, maxMessages, maxWaitMs):
+        self._oprot.writeMessageBegin('forwardPull', TMessageType.CALL, self._seqid)
+        args = forwardPull_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.maxMessages = maxMessages
+        args.maxWaitMs = maxWaitMs
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_forwardPull(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = forwardPull_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.success is not None:
+            return result.success
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        raise TApplicationException(TApplicationException.MISSING_RESULT, "forwardPull failed: unknown result")
+
+    def forwardAck(self, queueName, subscriberName, memberID, upTo):
+        """
+        Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+
+        Parameters:
+         - queueName
+         - subscriberName
+         - memberID
+         - upTo
+
+        """
+        self.send_forwardAck(queueName, subscriberName, memberID, upTo)
+        self.recv_forwardAck()
+
+    def send_forwardAck(self, queueName, subscriberName, memberID, upTo):
+        self._oprot.writeMessageBegin('forwardAck', TMessageType.CALL, self._seqid)
+        args = forwardAck_args()
+        args.queueName = queueName
+        args.subscriberName = subscriberName
+        args.memberID = memberID
+        args.upTo = upTo
+        args.write(self._oprot)
+        self._oprot.writeMessageEnd()
+        self._oprot.trans.flush()
+
+    def recv_forwardAck(self):
+        iprot = self._iprot
+        (fname, mtype, rseqid) = iprot.readMessageBegin()
+        if mtype == TMessageType.EXCEPTION:
+            x = TApplicationException()
+            x.read(iprot)
+            iprot.readMessageEnd()
+            raise x
+        result = forwardAck_result()
+        result.read(iprot)
+        iprot.readMessageEnd()
+        if result.io is not None:
+            raise result.io
+        if result.ia is not None:
+            raise result.ia
+        return
+
 
 class Processor(Iface, TProcessor):
     def __init__(self, handler):
@@ -1705,6 +1882,9 @@ class Processor(Iface, TProcessor):
         self._processMap["pullMessages"] = Processor.process_pullMessages
         self._processMap["ackMessages"] = Processor.process_ackMessages
         self._processMap["replayDeadLetters"] = Processor.process_replayDeadLetters
+        self._processMap["forwardMessagesReturningIds"] = Processor.process_forwardMessagesReturningIds
+        self._processMap["forwardPull"] = Processor.process_forwardPull
+        self._processMap["forwardAck"] = Processor.process_forwardAck
         self._on_message_begin = None
 
     def on_message_begin(self, func):
@@ -2680,6 +2860,93 @@ class Processor(Iface, TProcessor):
             msg_type = TMessageType.EXCEPTION
             result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
         oprot.writeMessageBegin("replayDeadLetters", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_forwardMessagesReturningIds(self, seqid, iprot, oprot):
+        args = forwardMessagesReturningIds_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = forwardMessagesReturningIds_result()
+        try:
+            result.success = self._handler.forwardMessagesReturningIds(args.queueName, args.partitionID, args.tMessages)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("forwardMessagesReturningIds", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_forwardPull(self, seqid, iprot, oprot):
+        args = forwardPull_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = forwardPull_result()
+        try:
+            result.success = self._handler.forwardPull(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("forwardPull", msg_type, seqid)
+        result.write(oprot)
+        oprot.writeMessageEnd()
+        oprot.trans.flush()
+
+    def process_forwardAck(self, seqid, iprot, oprot):
+        args = forwardAck_args()
+        args.read(iprot)
+        iprot.readMessageEnd()
+        result = forwardAck_result()
+        try:
+            self._handler.forwardAck(args.queueName, args.subscriberName, args.memberID, args.upTo)
+            msg_type = TMessageType.REPLY
+        except TTransport.TTransportException:
+            raise
+        except IOError as io:
+            msg_type = TMessageType.REPLY
+            result.io = io
+        except IllegalArgument as ia:
+            msg_type = TMessageType.REPLY
+            result.ia = ia
+        except TApplicationException as ex:
+            logging.exception('TApplication exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = ex
+        except Exception:
+            logging.exception('Unexpected exception in handler')
+            msg_type = TMessageType.EXCEPTION
+            result = TApplicationException(TApplicationException.INTERNAL_ERROR, 'Internal error')
+        oprot.writeMessageBegin("forwardAck", msg_type, seqid)
         result.write(oprot)
         oprot.writeMessageEnd()
         oprot.trans.flush()
@@ -7930,6 +8197,580 @@ class replayDeadLetters_result(object):
 all_structs.append(replayDeadLetters_result)
 replayDeadLetters_result.thrift_spec = (
     (0, TType.I64, 'success', None, None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class forwardMessagesReturningIds_args(object):
+    """
+    Attributes:
+     - queueName
+     - partitionID
+     - tMessages
+
+    """
+
+
+    def __init__(self, queueName=None, partitionID=None, tMessages=None,):
+        self.queueName = queueName
+        self.partitionID = partitionID
+        self.tMessages = tMessages
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.I16:
+                    self.partitionID = iprot.readI16()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.LIST:
+                    self.tMessages = []
+                    (_etype193, _size190) = iprot.readListBegin()
+                    for _i194 in range(_size190):
+                        _elem195 = TMessage()
+                        _elem195.read(iprot)
+                        self.tMessages.append(_elem195)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessagesReturningIds_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.partitionID is not None:
+            oprot.writeFieldBegin('partitionID', TType.I16, 2)
+            oprot.writeI16(self.partitionID)
+            oprot.writeFieldEnd()
+        if self.tMessages is not None:
+            oprot.writeFieldBegin('tMessages', TType.LIST, 3)
+            oprot.writeListBegin(TType.STRUCT, len(self.tMessages))
+            for iter196 in self.tMessages:
+                iter196.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessagesReturningIds_args)
+forwardMessagesReturningIds_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.I16, 'partitionID', None, None, ),  # 2
+    (3, TType.LIST, 'tMessages', (TType.STRUCT, [TMessage, None], False), None, ),  # 3
+)
+
+
+class forwardMessagesReturningIds_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype200, _size197) = iprot.readListBegin()
+                    for _i201 in range(_size197):
+                        _elem202 = TMessageID()
+                        _elem202.read(iprot)
+                        self.success.append(_elem202)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardMessagesReturningIds_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter203 in self.success:
+                iter203.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardMessagesReturningIds_result)
+forwardMessagesReturningIds_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessageID, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class forwardPull_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - maxMessages
+     - maxWaitMs
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, maxMessages=None, maxWaitMs=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.maxMessages = maxMessages
+        self.maxWaitMs = maxWaitMs
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.I32:
+                    self.maxMessages = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 5:
+                if ftype == TType.I32:
+                    self.maxWaitMs = iprot.readI32()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardPull_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.maxMessages is not None:
+            oprot.writeFieldBegin('maxMessages', TType.I32, 4)
+            oprot.writeI32(self.maxMessages)
+            oprot.writeFieldEnd()
+        if self.maxWaitMs is not None:
+            oprot.writeFieldBegin('maxWaitMs', TType.I32, 5)
+            oprot.writeI32(self.maxWaitMs)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardPull_args)
+forwardPull_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.I32, 'maxMessages', None, None, ),  # 4
+    (5, TType.I32, 'maxWaitMs', None, None, ),  # 5
+)
+
+
+class forwardPull_result(object):
+    """
+    Attributes:
+     - success
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, success=None, io=None, ia=None,):
+        self.success = success
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 0:
+                if ftype == TType.LIST:
+                    self.success = []
+                    (_etype207, _size204) = iprot.readListBegin()
+                    for _i208 in range(_size204):
+                        _elem209 = TMessage()
+                        _elem209.read(iprot)
+                        self.success.append(_elem209)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardPull_result')
+        if self.success is not None:
+            oprot.writeFieldBegin('success', TType.LIST, 0)
+            oprot.writeListBegin(TType.STRUCT, len(self.success))
+            for iter210 in self.success:
+                iter210.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardPull_result)
+forwardPull_result.thrift_spec = (
+    (0, TType.LIST, 'success', (TType.STRUCT, [TMessage, None], False), None, ),  # 0
+    (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
+    (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
+)
+
+
+class forwardAck_args(object):
+    """
+    Attributes:
+     - queueName
+     - subscriberName
+     - memberID
+     - upTo
+
+    """
+
+
+    def __init__(self, queueName=None, subscriberName=None, memberID=None, upTo=None,):
+        self.queueName = queueName
+        self.subscriberName = subscriberName
+        self.memberID = memberID
+        self.upTo = upTo
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRING:
+                    self.queueName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRING:
+                    self.subscriberName = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 3:
+                if ftype == TType.STRING:
+                    self.memberID = iprot.readBinary()
+                else:
+                    iprot.skip(ftype)
+            elif fid == 4:
+                if ftype == TType.LIST:
+                    self.upTo = []
+                    (_etype214, _size211) = iprot.readListBegin()
+                    for _i215 in range(_size211):
+                        _elem216 = TSubscribedPartition()
+                        _elem216.read(iprot)
+                        self.upTo.append(_elem216)
+                    iprot.readListEnd()
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardAck_args')
+        if self.queueName is not None:
+            oprot.writeFieldBegin('queueName', TType.STRING, 1)
+            oprot.writeBinary(self.queueName)
+            oprot.writeFieldEnd()
+        if self.subscriberName is not None:
+            oprot.writeFieldBegin('subscriberName', TType.STRING, 2)
+            oprot.writeBinary(self.subscriberName)
+            oprot.writeFieldEnd()
+        if self.memberID is not None:
+            oprot.writeFieldBegin('memberID', TType.STRING, 3)
+            oprot.writeBinary(self.memberID)
+            oprot.writeFieldEnd()
+        if self.upTo is not None:
+            oprot.writeFieldBegin('upTo', TType.LIST, 4)
+            oprot.writeListBegin(TType.STRUCT, len(self.upTo))
+            for iter217 in self.upTo:
+                iter217.write(oprot)
+            oprot.writeListEnd()
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardAck_args)
+forwardAck_args.thrift_spec = (
+    None,  # 0
+    (1, TType.STRING, 'queueName', 'BINARY', None, ),  # 1
+    (2, TType.STRING, 'subscriberName', 'BINARY', None, ),  # 2
+    (3, TType.STRING, 'memberID', 'BINARY', None, ),  # 3
+    (4, TType.LIST, 'upTo', (TType.STRUCT, [TSubscribedPartition, None], False), None, ),  # 4
+)
+
+
+class forwardAck_result(object):
+    """
+    Attributes:
+     - io
+     - ia
+
+    """
+
+
+    def __init__(self, io=None, ia=None,):
+        self.io = io
+        self.ia = ia
+
+    def read(self, iprot):
+        if iprot._fast_decode is not None and isinstance(iprot.trans, TTransport.CReadableTransport) and self.thrift_spec is not None:
+            iprot._fast_decode(self, iprot, [self.__class__, self.thrift_spec])
+            return
+        iprot.readStructBegin()
+        while True:
+            (fname, ftype, fid) = iprot.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            if fid == 1:
+                if ftype == TType.STRUCT:
+                    self.io = IOError.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            elif fid == 2:
+                if ftype == TType.STRUCT:
+                    self.ia = IllegalArgument.read(iprot)
+                else:
+                    iprot.skip(ftype)
+            else:
+                iprot.skip(ftype)
+            iprot.readFieldEnd()
+        iprot.readStructEnd()
+
+    def write(self, oprot):
+        if oprot._fast_encode is not None and self.thrift_spec is not None:
+            oprot.trans.write(oprot._fast_encode(self, [self.__class__, self.thrift_spec]))
+            return
+        oprot.writeStructBegin('forwardAck_result')
+        if self.io is not None:
+            oprot.writeFieldBegin('io', TType.STRUCT, 1)
+            self.io.write(oprot)
+            oprot.writeFieldEnd()
+        if self.ia is not None:
+            oprot.writeFieldBegin('ia', TType.STRUCT, 2)
+            self.ia.write(oprot)
+            oprot.writeFieldEnd()
+        oprot.writeFieldStop()
+        oprot.writeStructEnd()
+
+    def validate(self):
+        return
+
+    def __repr__(self):
+        L = ['%s=%r' % (key, value)
+             for key, value in self.__dict__.items()]
+        return '%s(%s)' % (self.__class__.__name__, ', '.join(L))
+
+    def __eq__(self, other):
+        return isinstance(other, self.__class__) and self.__dict__ == other.__dict__
+
+    def __ne__(self, other):
+        return not (self == other)
+all_structs.append(forwardAck_result)
+forwardAck_result.thrift_spec = (
+    None,  # 0
     (1, TType.STRUCT, 'io', [IOError, None], None, ),  # 1
     (2, TType.STRUCT, 'ia', [IllegalArgument, None], None, ),  # 2
 )

@@ -246,6 +246,40 @@ public class HQueueService {
      */
     public long replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName) throws IOError, IllegalArgument, org.apache.thrift.TException;
 
+    /**
+     * Internal: putMessagesReturningIds, or a put of messages with keys or properties, forwarded
+     * by another gateway of the cluster to the partition's owner: the assigned ids in order. The
+     * receiver writes it only if it owns the partition (IOError otherwise, never forwarded again).
+     * 
+     * @param queueName
+     * @param partitionID
+     * @param tMessages
+     */
+    public java.util.List<TMessageID> forwardMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Internal: the part of a member's pullMessages that another gateway serves for the
+     * partitions this one owns; it neither joins nor renews the member (the gateway the member
+     * pulls through does).
+     * 
+     * @param queueName
+     * @param subscriberName
+     * @param memberID
+     * @param maxMessages
+     * @param maxWaitMs
+     */
+    public java.util.List<TMessage> forwardPull(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
+    /**
+     * Internal: ackMessages for the partitions this gateway owns, forwarded by another gateway.
+     * 
+     * @param queueName
+     * @param subscriberName
+     * @param memberID
+     * @param upTo
+     */
+    public void forwardAck(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws IOError, IllegalArgument, org.apache.thrift.TException;
+
   }
 
   public interface AsyncIface {
@@ -315,6 +349,12 @@ public class HQueueService {
     public void ackMessages(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
 
     public void replayDeadLetters(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler) throws org.apache.thrift.TException;
+
+    public void forwardMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException;
+
+    public void forwardPull(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException;
+
+    public void forwardAck(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException;
 
   }
 
@@ -1315,6 +1355,102 @@ public class HQueueService {
         throw result.ia;
       }
       throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "replayDeadLetters failed: unknown result");
+    }
+
+    @Override
+    public java.util.List<TMessageID> forwardMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_forwardMessagesReturningIds(queueName, partitionID, tMessages);
+      return recv_forwardMessagesReturningIds();
+    }
+
+    public void send_forwardMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws org.apache.thrift.TException
+    {
+      forwardMessagesReturningIds_args args = new forwardMessagesReturningIds_args();
+      args.setQueueName(queueName);
+      args.setPartitionID(partitionID);
+      args.setTMessages(tMessages);
+      sendBase("forwardMessagesReturningIds", args);
+    }
+
+    public java.util.List<TMessageID> recv_forwardMessagesReturningIds() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      forwardMessagesReturningIds_result result = new forwardMessagesReturningIds_result();
+      receiveBase(result, "forwardMessagesReturningIds");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "forwardMessagesReturningIds failed: unknown result");
+    }
+
+    @Override
+    public java.util.List<TMessage> forwardPull(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_forwardPull(queueName, subscriberName, memberID, maxMessages, maxWaitMs);
+      return recv_forwardPull();
+    }
+
+    public void send_forwardPull(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs) throws org.apache.thrift.TException
+    {
+      forwardPull_args args = new forwardPull_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      args.setMemberID(memberID);
+      args.setMaxMessages(maxMessages);
+      args.setMaxWaitMs(maxWaitMs);
+      sendBase("forwardPull", args);
+    }
+
+    public java.util.List<TMessage> recv_forwardPull() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      forwardPull_result result = new forwardPull_result();
+      receiveBase(result, "forwardPull");
+      if (result.isSetSuccess()) {
+        return result.success;
+      }
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      throw new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.MISSING_RESULT, "forwardPull failed: unknown result");
+    }
+
+    @Override
+    public void forwardAck(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      send_forwardAck(queueName, subscriberName, memberID, upTo);
+      recv_forwardAck();
+    }
+
+    public void send_forwardAck(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo) throws org.apache.thrift.TException
+    {
+      forwardAck_args args = new forwardAck_args();
+      args.setQueueName(queueName);
+      args.setSubscriberName(subscriberName);
+      args.setMemberID(memberID);
+      args.setUpTo(upTo);
+      sendBase("forwardAck", args);
+    }
+
+    public void recv_forwardAck() throws IOError, IllegalArgument, org.apache.thrift.TException
+    {
+      forwardAck_result result = new forwardAck_result();
+      receiveBase(result, "forwardAck");
+      if (result.io != null) {
+        throw result.io;
+      }
+      if (result.ia != null) {
+        throw result.ia;
+      }
+      return;
     }
 
   }
@@ -2622,6 +2758,139 @@ public class HQueueService {
       }
     }
 
+    @Override
+    public void forwardMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      forwardMessagesReturningIds_call method_call = new forwardMessagesReturningIds_call(queueName, partitionID, tMessages, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class forwardMessagesReturningIds_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TMessageID>> {
+      private java.nio.ByteBuffer queueName;
+      private short partitionID;
+      private java.util.List<TMessage> tMessages;
+      public forwardMessagesReturningIds_call(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.partitionID = partitionID;
+        this.tMessages = tMessages;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("forwardMessagesReturningIds", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        forwardMessagesReturningIds_args args = new forwardMessagesReturningIds_args();
+        args.setQueueName(queueName);
+        args.setPartitionID(partitionID);
+        args.setTMessages(tMessages);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TMessageID> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_forwardMessagesReturningIds();
+      }
+    }
+
+    @Override
+    public void forwardPull(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      forwardPull_call method_call = new forwardPull_call(queueName, subscriberName, memberID, maxMessages, maxWaitMs, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class forwardPull_call extends org.apache.thrift.async.TAsyncMethodCall<java.util.List<TMessage>> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      private java.nio.ByteBuffer memberID;
+      private int maxMessages;
+      private int maxWaitMs;
+      public forwardPull_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, int maxMessages, int maxWaitMs, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+        this.memberID = memberID;
+        this.maxMessages = maxMessages;
+        this.maxWaitMs = maxWaitMs;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("forwardPull", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        forwardPull_args args = new forwardPull_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.setMemberID(memberID);
+        args.setMaxMessages(maxMessages);
+        args.setMaxWaitMs(maxWaitMs);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public java.util.List<TMessage> getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        return (new Client(prot)).recv_forwardPull();
+      }
+    }
+
+    @Override
+    public void forwardAck(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+      checkReady();
+      forwardAck_call method_call = new forwardAck_call(queueName, subscriberName, memberID, upTo, resultHandler, this, ___protocolFactory, ___transport);
+      this.___currentMethod = method_call;
+      ___manager.call(method_call);
+    }
+
+    public static class forwardAck_call extends org.apache.thrift.async.TAsyncMethodCall<Void> {
+      private java.nio.ByteBuffer queueName;
+      private java.nio.ByteBuffer subscriberName;
+      private java.nio.ByteBuffer memberID;
+      private java.util.List<TSubscribedPartition> upTo;
+      public forwardAck_call(java.nio.ByteBuffer queueName, java.nio.ByteBuffer subscriberName, java.nio.ByteBuffer memberID, java.util.List<TSubscribedPartition> upTo, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler, org.apache.thrift.async.TAsyncClient client, org.apache.thrift.protocol.TProtocolFactory protocolFactory, org.apache.thrift.transport.TNonblockingTransport transport) throws org.apache.thrift.TException {
+        super(client, protocolFactory, transport, resultHandler, false);
+        this.queueName = queueName;
+        this.subscriberName = subscriberName;
+        this.memberID = memberID;
+        this.upTo = upTo;
+      }
+
+      @Override
+      public void write_args(org.apache.thrift.protocol.TProtocol prot) throws org.apache.thrift.TException {
+        prot.writeMessageBegin(new org.apache.thrift.protocol.TMessage("forwardAck", org.apache.thrift.protocol.TMessageType.CALL, 0));
+        forwardAck_args args = new forwardAck_args();
+        args.setQueueName(queueName);
+        args.setSubscriberName(subscriberName);
+        args.setMemberID(memberID);
+        args.setUpTo(upTo);
+        args.write(prot);
+        prot.writeMessageEnd();
+      }
+
+      @Override
+      public Void getResult() throws IOError, IllegalArgument, org.apache.thrift.TException {
+        if (getState() != org.apache.thrift.async.TAsyncMethodCall.State.RESPONSE_READ) {
+          throw new java.lang.IllegalStateException("Method call not finished!");
+        }
+        org.apache.thrift.transport.TMemoryInputTransport memoryTransport = new org.apache.thrift.transport.TMemoryInputTransport(getFrameBuffer().array());
+        org.apache.thrift.protocol.TProtocol prot = client.getProtocolFactory().getProtocol(memoryTransport);
+        (new Client(prot)).recv_forwardAck();
+        return null;
+      }
+    }
+
   }
 
   public static class Processor<I extends Iface> extends org.apache.thrift.TBaseProcessor<I> implements org.apache.thrift.TProcessor {
@@ -2668,6 +2937,9 @@ public class HQueueService {
       processMap.put("pullMessages", new pullMessages());
       processMap.put("ackMessages", new ackMessages());
       processMap.put("replayDeadLetters", new replayDeadLetters());
+      processMap.put("forwardMessagesReturningIds", new forwardMessagesReturningIds());
+      processMap.put("forwardPull", new forwardPull());
+      processMap.put("forwardAck", new forwardAck());
       return processMap;
     }
 
@@ -3800,6 +4072,108 @@ public class HQueueService {
       }
     }
 
+    public static class forwardMessagesReturningIds<I extends Iface> extends org.apache.thrift.ProcessFunction<I, forwardMessagesReturningIds_args> {
+      public forwardMessagesReturningIds() {
+        super("forwardMessagesReturningIds");
+      }
+
+      @Override
+      public forwardMessagesReturningIds_args getEmptyArgsInstance() {
+        return new forwardMessagesReturningIds_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public forwardMessagesReturningIds_result getResult(I iface, forwardMessagesReturningIds_args args) throws org.apache.thrift.TException {
+        forwardMessagesReturningIds_result result = new forwardMessagesReturningIds_result();
+        try {
+          result.success = iface.forwardMessagesReturningIds(args.queueName, args.partitionID, args.tMessages);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class forwardPull<I extends Iface> extends org.apache.thrift.ProcessFunction<I, forwardPull_args> {
+      public forwardPull() {
+        super("forwardPull");
+      }
+
+      @Override
+      public forwardPull_args getEmptyArgsInstance() {
+        return new forwardPull_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public forwardPull_result getResult(I iface, forwardPull_args args) throws org.apache.thrift.TException {
+        forwardPull_result result = new forwardPull_result();
+        try {
+          result.success = iface.forwardPull(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
+    public static class forwardAck<I extends Iface> extends org.apache.thrift.ProcessFunction<I, forwardAck_args> {
+      public forwardAck() {
+        super("forwardAck");
+      }
+
+      @Override
+      public forwardAck_args getEmptyArgsInstance() {
+        return new forwardAck_args();
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      protected boolean rethrowUnhandledExceptions() {
+        return false;
+      }
+
+      @Override
+      public forwardAck_result getResult(I iface, forwardAck_args args) throws org.apache.thrift.TException {
+        forwardAck_result result = new forwardAck_result();
+        try {
+          iface.forwardAck(args.queueName, args.subscriberName, args.memberID, args.upTo);
+        } catch (IOError io) {
+          result.io = io;
+        } catch (IllegalArgument ia) {
+          result.ia = ia;
+        }
+        return result;
+      }
+    }
+
   }
 
   public static class AsyncProcessor<I extends AsyncIface> extends org.apache.thrift.TBaseAsyncProcessor<I> {
@@ -3846,6 +4220,9 @@ public class HQueueService {
       processMap.put("pullMessages", new pullMessages());
       processMap.put("ackMessages", new ackMessages());
       processMap.put("replayDeadLetters", new replayDeadLetters());
+      processMap.put("forwardMessagesReturningIds", new forwardMessagesReturningIds());
+      processMap.put("forwardPull", new forwardPull());
+      processMap.put("forwardAck", new forwardAck());
       return processMap;
     }
 
@@ -6311,6 +6688,230 @@ public class HQueueService {
       @Override
       public void start(I iface, replayDeadLetters_args args, org.apache.thrift.async.AsyncMethodCallback<java.lang.Long> resultHandler) throws org.apache.thrift.TException {
         iface.replayDeadLetters(args.queueName, args.subscriberName,resultHandler);
+      }
+    }
+
+    public static class forwardMessagesReturningIds<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, forwardMessagesReturningIds_args, java.util.List<TMessageID>> {
+      public forwardMessagesReturningIds() {
+        super("forwardMessagesReturningIds");
+      }
+
+      @Override
+      public forwardMessagesReturningIds_args getEmptyArgsInstance() {
+        return new forwardMessagesReturningIds_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>>() { 
+          @Override
+          public void onComplete(java.util.List<TMessageID> o) {
+            forwardMessagesReturningIds_result result = new forwardMessagesReturningIds_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            forwardMessagesReturningIds_result result = new forwardMessagesReturningIds_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, forwardMessagesReturningIds_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessageID>> resultHandler) throws org.apache.thrift.TException {
+        iface.forwardMessagesReturningIds(args.queueName, args.partitionID, args.tMessages,resultHandler);
+      }
+    }
+
+    public static class forwardPull<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, forwardPull_args, java.util.List<TMessage>> {
+      public forwardPull() {
+        super("forwardPull");
+      }
+
+      @Override
+      public forwardPull_args getEmptyArgsInstance() {
+        return new forwardPull_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>>() { 
+          @Override
+          public void onComplete(java.util.List<TMessage> o) {
+            forwardPull_result result = new forwardPull_result();
+            result.success = o;
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            forwardPull_result result = new forwardPull_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, forwardPull_args args, org.apache.thrift.async.AsyncMethodCallback<java.util.List<TMessage>> resultHandler) throws org.apache.thrift.TException {
+        iface.forwardPull(args.queueName, args.subscriberName, args.memberID, args.maxMessages, args.maxWaitMs,resultHandler);
+      }
+    }
+
+    public static class forwardAck<I extends AsyncIface> extends org.apache.thrift.AsyncProcessFunction<I, forwardAck_args, Void> {
+      public forwardAck() {
+        super("forwardAck");
+      }
+
+      @Override
+      public forwardAck_args getEmptyArgsInstance() {
+        return new forwardAck_args();
+      }
+
+      @Override
+      public org.apache.thrift.async.AsyncMethodCallback<Void> getResultHandler(final org.apache.thrift.server.AbstractNonblockingServer.AsyncFrameBuffer fb, final int seqid) {
+        final org.apache.thrift.AsyncProcessFunction fcall = this;
+        return new org.apache.thrift.async.AsyncMethodCallback<Void>() { 
+          @Override
+          public void onComplete(Void o) {
+            forwardAck_result result = new forwardAck_result();
+            try {
+              fcall.sendResponse(fb, result, org.apache.thrift.protocol.TMessageType.REPLY,seqid);
+            } catch (org.apache.thrift.transport.TTransportException e) {
+              _LOGGER.error("TTransportException writing to internal frame buffer", e);
+              fb.close();
+            } catch (java.lang.Exception e) {
+              _LOGGER.error("Exception writing to internal frame buffer", e);
+              onError(e);
+            }
+          }
+          @Override
+          public void onError(java.lang.Exception e) {
+            byte msgType = org.apache.thrift.protocol.TMessageType.REPLY;
+            org.apache.thrift.TSerializable msg;
+            forwardAck_result result = new forwardAck_result();
+            if (e instanceof IOError) {
+              result.io = (IOError) e;
+              result.setIoIsSet(true);
+              msg = result;
+            } else if (e instanceof IllegalArgument) {
+              result.ia = (IllegalArgument) e;
+              result.setIaIsSet(true);
+              msg = result;
+            } else if (e instanceof org.apache.thrift.transport.TTransportException) {
+              _LOGGER.error("TTransportException inside handler", e);
+              fb.close();
+              return;
+            } else if (e instanceof org.apache.thrift.TApplicationException) {
+              _LOGGER.error("TApplicationException inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = (org.apache.thrift.TApplicationException)e;
+            } else {
+              _LOGGER.error("Exception inside handler", e);
+              msgType = org.apache.thrift.protocol.TMessageType.EXCEPTION;
+              msg = new org.apache.thrift.TApplicationException(org.apache.thrift.TApplicationException.INTERNAL_ERROR, e.getMessage());
+            }
+            try {
+              fcall.sendResponse(fb,msg,msgType,seqid);
+            } catch (java.lang.Exception ex) {
+              _LOGGER.error("Exception writing to internal frame buffer", ex);
+              fb.close();
+            }
+          }
+        };
+      }
+
+      @Override
+      protected boolean isOneway() {
+        return false;
+      }
+
+      @Override
+      public void start(I iface, forwardAck_args args, org.apache.thrift.async.AsyncMethodCallback<Void> resultHandler) throws org.apache.thrift.TException {
+        iface.forwardAck(args.queueName, args.subscriberName, args.memberID, args.upTo,resultHandler);
       }
     }
 
@@ -41757,6 +42358,4051 @@ public class HQueueService {
           struct.setIoIsSet(true);
         }
         if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardMessagesReturningIds_args implements org.apache.thrift.TBase<forwardMessagesReturningIds_args, forwardMessagesReturningIds_args._Fields>, java.io.Serializable, Cloneable, Comparable<forwardMessagesReturningIds_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardMessagesReturningIds_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField PARTITION_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("partitionID", org.apache.thrift.protocol.TType.I16, (short)2);
+    private static final org.apache.thrift.protocol.TField T_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("tMessages", org.apache.thrift.protocol.TType.LIST, (short)3);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardMessagesReturningIds_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardMessagesReturningIds_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public short partitionID; // required
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      PARTITION_ID((short)2, "partitionID"),
+      T_MESSAGES((short)3, "tMessages");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // PARTITION_ID
+            return PARTITION_ID;
+          case 3: // T_MESSAGES
+            return T_MESSAGES;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __PARTITIONID_ISSET_ID = 0;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.PARTITION_ID, new org.apache.thrift.meta_data.FieldMetaData("partitionID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I16)));
+      tmpMap.put(_Fields.T_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("tMessages", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardMessagesReturningIds_args.class, metaDataMap);
+    }
+
+    public forwardMessagesReturningIds_args() {
+    }
+
+    public forwardMessagesReturningIds_args(
+      java.nio.ByteBuffer queueName,
+      short partitionID,
+      java.util.List<TMessage> tMessages)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      this.tMessages = tMessages;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardMessagesReturningIds_args(forwardMessagesReturningIds_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      this.partitionID = other.partitionID;
+      if (other.isSetTMessages()) {
+        java.util.List<TMessage> __this__tMessages = new java.util.ArrayList<TMessage>(other.tMessages.size());
+        for (TMessage other_element : other.tMessages) {
+          __this__tMessages.add(new TMessage(other_element));
+        }
+        this.tMessages = __this__tMessages;
+      }
+    }
+
+    @Override
+    public forwardMessagesReturningIds_args deepCopy() {
+      return new forwardMessagesReturningIds_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      setPartitionIDIsSet(false);
+      this.partitionID = 0;
+      this.tMessages = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public forwardMessagesReturningIds_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public forwardMessagesReturningIds_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public short getPartitionID() {
+      return this.partitionID;
+    }
+
+    public forwardMessagesReturningIds_args setPartitionID(short partitionID) {
+      this.partitionID = partitionID;
+      setPartitionIDIsSet(true);
+      return this;
+    }
+
+    public void unsetPartitionID() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    /** Returns true if field partitionID is set (has been assigned a value) and false otherwise */
+    public boolean isSetPartitionID() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __PARTITIONID_ISSET_ID);
+    }
+
+    public void setPartitionIDIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __PARTITIONID_ISSET_ID, value);
+    }
+
+    public int getTMessagesSize() {
+      return (this.tMessages == null) ? 0 : this.tMessages.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getTMessagesIterator() {
+      return (this.tMessages == null) ? null : this.tMessages.iterator();
+    }
+
+    public void addToTMessages(TMessage elem) {
+      if (this.tMessages == null) {
+        this.tMessages = new java.util.ArrayList<TMessage>();
+      }
+      this.tMessages.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getTMessages() {
+      return this.tMessages;
+    }
+
+    public forwardMessagesReturningIds_args setTMessages(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> tMessages) {
+      this.tMessages = tMessages;
+      return this;
+    }
+
+    public void unsetTMessages() {
+      this.tMessages = null;
+    }
+
+    /** Returns true if field tMessages is set (has been assigned a value) and false otherwise */
+    public boolean isSetTMessages() {
+      return this.tMessages != null;
+    }
+
+    public void setTMessagesIsSet(boolean value) {
+      if (!value) {
+        this.tMessages = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case PARTITION_ID:
+        if (value == null) {
+          unsetPartitionID();
+        } else {
+          setPartitionID((java.lang.Short)value);
+        }
+        break;
+
+      case T_MESSAGES:
+        if (value == null) {
+          unsetTMessages();
+        } else {
+          setTMessages((java.util.List<TMessage>)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case PARTITION_ID:
+        return getPartitionID();
+
+      case T_MESSAGES:
+        return getTMessages();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case PARTITION_ID:
+        return isSetPartitionID();
+      case T_MESSAGES:
+        return isSetTMessages();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardMessagesReturningIds_args)
+        return this.equals((forwardMessagesReturningIds_args)that);
+      return false;
+    }
+
+    public boolean equals(forwardMessagesReturningIds_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_partitionID = true;
+      boolean that_present_partitionID = true;
+      if (this_present_partitionID || that_present_partitionID) {
+        if (!(this_present_partitionID && that_present_partitionID))
+          return false;
+        if (this.partitionID != that.partitionID)
+          return false;
+      }
+
+      boolean this_present_tMessages = true && this.isSetTMessages();
+      boolean that_present_tMessages = true && that.isSetTMessages();
+      if (this_present_tMessages || that_present_tMessages) {
+        if (!(this_present_tMessages && that_present_tMessages))
+          return false;
+        if (!this.tMessages.equals(that.tMessages))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + partitionID;
+
+      hashCode = hashCode * 8191 + ((isSetTMessages()) ? 131071 : 524287);
+      if (isSetTMessages())
+        hashCode = hashCode * 8191 + tMessages.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardMessagesReturningIds_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetPartitionID(), other.isSetPartitionID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetPartitionID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.partitionID, other.partitionID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetTMessages(), other.isSetTMessages());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetTMessages()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.tMessages, other.tMessages);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardMessagesReturningIds_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("partitionID:");
+      sb.append(this.partitionID);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("tMessages:");
+      if (this.tMessages == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.tMessages);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardMessagesReturningIds_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessagesReturningIds_argsStandardScheme getScheme() {
+        return new forwardMessagesReturningIds_argsStandardScheme();
+      }
+    }
+
+    private static class forwardMessagesReturningIds_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardMessagesReturningIds_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // PARTITION_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.I16) {
+                struct.partitionID = iprot.readI16();
+                struct.setPartitionIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // T_MESSAGES
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list216 = iprot.readListBegin();
+                  struct.tMessages = new java.util.ArrayList<TMessage>(_list216.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem217;
+                  for (int _i218 = 0; _i218 < _list216.size; ++_i218)
+                  {
+                    _elem217 = new TMessage();
+                    _elem217.read(iprot);
+                    struct.tMessages.add(_elem217);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setTMessagesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(PARTITION_ID_FIELD_DESC);
+        oprot.writeI16(struct.partitionID);
+        oprot.writeFieldEnd();
+        if (struct.tMessages != null) {
+          oprot.writeFieldBegin(T_MESSAGES_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.tMessages.size()));
+            for (TMessage _iter219 : struct.tMessages)
+            {
+              _iter219.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardMessagesReturningIds_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessagesReturningIds_argsTupleScheme getScheme() {
+        return new forwardMessagesReturningIds_argsTupleScheme();
+      }
+    }
+
+    private static class forwardMessagesReturningIds_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardMessagesReturningIds_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetPartitionID()) {
+          optionals.set(1);
+        }
+        if (struct.isSetTMessages()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetPartitionID()) {
+          oprot.writeI16(struct.partitionID);
+        }
+        if (struct.isSetTMessages()) {
+          {
+            oprot.writeI32(struct.tMessages.size());
+            for (TMessage _iter220 : struct.tMessages)
+            {
+              _iter220.write(oprot);
+            }
+          }
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardMessagesReturningIds_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.partitionID = iprot.readI16();
+          struct.setPartitionIDIsSet(true);
+        }
+        if (incoming.get(2)) {
+          {
+            org.apache.thrift.protocol.TList _list221 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.tMessages = new java.util.ArrayList<TMessage>(_list221.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem222;
+            for (int _i223 = 0; _i223 < _list221.size; ++_i223)
+            {
+              _elem222 = new TMessage();
+              _elem222.read(iprot);
+              struct.tMessages.add(_elem222);
+            }
+          }
+          struct.setTMessagesIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardMessagesReturningIds_result implements org.apache.thrift.TBase<forwardMessagesReturningIds_result, forwardMessagesReturningIds_result._Fields>, java.io.Serializable, Cloneable, Comparable<forwardMessagesReturningIds_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardMessagesReturningIds_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardMessagesReturningIds_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardMessagesReturningIds_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessageID> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessageID.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardMessagesReturningIds_result.class, metaDataMap);
+    }
+
+    public forwardMessagesReturningIds_result() {
+    }
+
+    public forwardMessagesReturningIds_result(
+      java.util.List<TMessageID> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardMessagesReturningIds_result(forwardMessagesReturningIds_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TMessageID> __this__success = new java.util.ArrayList<TMessageID>(other.success.size());
+        for (TMessageID other_element : other.success) {
+          __this__success.add(new TMessageID(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public forwardMessagesReturningIds_result deepCopy() {
+      return new forwardMessagesReturningIds_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessageID> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TMessageID elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TMessageID>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessageID> getSuccess() {
+      return this.success;
+    }
+
+    public forwardMessagesReturningIds_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TMessageID> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public forwardMessagesReturningIds_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public forwardMessagesReturningIds_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TMessageID>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardMessagesReturningIds_result)
+        return this.equals((forwardMessagesReturningIds_result)that);
+      return false;
+    }
+
+    public boolean equals(forwardMessagesReturningIds_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardMessagesReturningIds_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardMessagesReturningIds_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardMessagesReturningIds_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessagesReturningIds_resultStandardScheme getScheme() {
+        return new forwardMessagesReturningIds_resultStandardScheme();
+      }
+    }
+
+    private static class forwardMessagesReturningIds_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardMessagesReturningIds_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list224 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessageID>(_list224.size);
+                  @org.apache.thrift.annotation.Nullable TMessageID _elem225;
+                  for (int _i226 = 0; _i226 < _list224.size; ++_i226)
+                  {
+                    _elem225 = new TMessageID();
+                    _elem225.read(iprot);
+                    struct.success.add(_elem225);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TMessageID _iter227 : struct.success)
+            {
+              _iter227.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardMessagesReturningIds_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardMessagesReturningIds_resultTupleScheme getScheme() {
+        return new forwardMessagesReturningIds_resultTupleScheme();
+      }
+    }
+
+    private static class forwardMessagesReturningIds_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardMessagesReturningIds_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TMessageID _iter228 : struct.success)
+            {
+              _iter228.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardMessagesReturningIds_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list229 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessageID>(_list229.size);
+            @org.apache.thrift.annotation.Nullable TMessageID _elem230;
+            for (int _i231 = 0; _i231 < _list229.size; ++_i231)
+            {
+              _elem230 = new TMessageID();
+              _elem230.read(iprot);
+              struct.success.add(_elem230);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardPull_args implements org.apache.thrift.TBase<forwardPull_args, forwardPull_args._Fields>, java.io.Serializable, Cloneable, Comparable<forwardPull_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardPull_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField MEMBER_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("memberID", org.apache.thrift.protocol.TType.STRING, (short)3);
+    private static final org.apache.thrift.protocol.TField MAX_MESSAGES_FIELD_DESC = new org.apache.thrift.protocol.TField("maxMessages", org.apache.thrift.protocol.TType.I32, (short)4);
+    private static final org.apache.thrift.protocol.TField MAX_WAIT_MS_FIELD_DESC = new org.apache.thrift.protocol.TField("maxWaitMs", org.apache.thrift.protocol.TType.I32, (short)5);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardPull_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardPull_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID; // required
+    public int maxMessages; // required
+    public int maxWaitMs; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName"),
+      MEMBER_ID((short)3, "memberID"),
+      MAX_MESSAGES((short)4, "maxMessages"),
+      MAX_WAIT_MS((short)5, "maxWaitMs");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          case 3: // MEMBER_ID
+            return MEMBER_ID;
+          case 4: // MAX_MESSAGES
+            return MAX_MESSAGES;
+          case 5: // MAX_WAIT_MS
+            return MAX_WAIT_MS;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    private static final int __MAXMESSAGES_ISSET_ID = 0;
+    private static final int __MAXWAITMS_ISSET_ID = 1;
+    private byte __isset_bitfield = 0;
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MEMBER_ID, new org.apache.thrift.meta_data.FieldMetaData("memberID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MAX_MESSAGES, new org.apache.thrift.meta_data.FieldMetaData("maxMessages", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      tmpMap.put(_Fields.MAX_WAIT_MS, new org.apache.thrift.meta_data.FieldMetaData("maxWaitMs", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.I32)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardPull_args.class, metaDataMap);
+    }
+
+    public forwardPull_args() {
+    }
+
+    public forwardPull_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName,
+      java.nio.ByteBuffer memberID,
+      int maxMessages,
+      int maxWaitMs)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      this.maxMessages = maxMessages;
+      setMaxMessagesIsSet(true);
+      this.maxWaitMs = maxWaitMs;
+      setMaxWaitMsIsSet(true);
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardPull_args(forwardPull_args other) {
+      __isset_bitfield = other.__isset_bitfield;
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+      if (other.isSetMemberID()) {
+        this.memberID = org.apache.thrift.TBaseHelper.copyBinary(other.memberID);
+      }
+      this.maxMessages = other.maxMessages;
+      this.maxWaitMs = other.maxWaitMs;
+    }
+
+    @Override
+    public forwardPull_args deepCopy() {
+      return new forwardPull_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+      this.memberID = null;
+      setMaxMessagesIsSet(false);
+      this.maxMessages = 0;
+      setMaxWaitMsIsSet(false);
+      this.maxWaitMs = 0;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public forwardPull_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public forwardPull_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public forwardPull_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public forwardPull_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    public byte[] getMemberID() {
+      setMemberID(org.apache.thrift.TBaseHelper.rightSize(memberID));
+      return memberID == null ? null : memberID.array();
+    }
+
+    public java.nio.ByteBuffer bufferForMemberID() {
+      return org.apache.thrift.TBaseHelper.copyBinary(memberID);
+    }
+
+    public forwardPull_args setMemberID(byte[] memberID) {
+      this.memberID = memberID == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(memberID.clone());
+      return this;
+    }
+
+    public forwardPull_args setMemberID(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID) {
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      return this;
+    }
+
+    public void unsetMemberID() {
+      this.memberID = null;
+    }
+
+    /** Returns true if field memberID is set (has been assigned a value) and false otherwise */
+    public boolean isSetMemberID() {
+      return this.memberID != null;
+    }
+
+    public void setMemberIDIsSet(boolean value) {
+      if (!value) {
+        this.memberID = null;
+      }
+    }
+
+    public int getMaxMessages() {
+      return this.maxMessages;
+    }
+
+    public forwardPull_args setMaxMessages(int maxMessages) {
+      this.maxMessages = maxMessages;
+      setMaxMessagesIsSet(true);
+      return this;
+    }
+
+    public void unsetMaxMessages() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID);
+    }
+
+    /** Returns true if field maxMessages is set (has been assigned a value) and false otherwise */
+    public boolean isSetMaxMessages() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID);
+    }
+
+    public void setMaxMessagesIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXMESSAGES_ISSET_ID, value);
+    }
+
+    public int getMaxWaitMs() {
+      return this.maxWaitMs;
+    }
+
+    public forwardPull_args setMaxWaitMs(int maxWaitMs) {
+      this.maxWaitMs = maxWaitMs;
+      setMaxWaitMsIsSet(true);
+      return this;
+    }
+
+    public void unsetMaxWaitMs() {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.clearBit(__isset_bitfield, __MAXWAITMS_ISSET_ID);
+    }
+
+    /** Returns true if field maxWaitMs is set (has been assigned a value) and false otherwise */
+    public boolean isSetMaxWaitMs() {
+      return org.apache.thrift.EncodingUtils.testBit(__isset_bitfield, __MAXWAITMS_ISSET_ID);
+    }
+
+    public void setMaxWaitMsIsSet(boolean value) {
+      __isset_bitfield = org.apache.thrift.EncodingUtils.setBit(__isset_bitfield, __MAXWAITMS_ISSET_ID, value);
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MEMBER_ID:
+        if (value == null) {
+          unsetMemberID();
+        } else {
+          if (value instanceof byte[]) {
+            setMemberID((byte[])value);
+          } else {
+            setMemberID((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MAX_MESSAGES:
+        if (value == null) {
+          unsetMaxMessages();
+        } else {
+          setMaxMessages((java.lang.Integer)value);
+        }
+        break;
+
+      case MAX_WAIT_MS:
+        if (value == null) {
+          unsetMaxWaitMs();
+        } else {
+          setMaxWaitMs((java.lang.Integer)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      case MEMBER_ID:
+        return getMemberID();
+
+      case MAX_MESSAGES:
+        return getMaxMessages();
+
+      case MAX_WAIT_MS:
+        return getMaxWaitMs();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      case MEMBER_ID:
+        return isSetMemberID();
+      case MAX_MESSAGES:
+        return isSetMaxMessages();
+      case MAX_WAIT_MS:
+        return isSetMaxWaitMs();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardPull_args)
+        return this.equals((forwardPull_args)that);
+      return false;
+    }
+
+    public boolean equals(forwardPull_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      boolean this_present_memberID = true && this.isSetMemberID();
+      boolean that_present_memberID = true && that.isSetMemberID();
+      if (this_present_memberID || that_present_memberID) {
+        if (!(this_present_memberID && that_present_memberID))
+          return false;
+        if (!this.memberID.equals(that.memberID))
+          return false;
+      }
+
+      boolean this_present_maxMessages = true;
+      boolean that_present_maxMessages = true;
+      if (this_present_maxMessages || that_present_maxMessages) {
+        if (!(this_present_maxMessages && that_present_maxMessages))
+          return false;
+        if (this.maxMessages != that.maxMessages)
+          return false;
+      }
+
+      boolean this_present_maxWaitMs = true;
+      boolean that_present_maxWaitMs = true;
+      if (this_present_maxWaitMs || that_present_maxWaitMs) {
+        if (!(this_present_maxWaitMs && that_present_maxWaitMs))
+          return false;
+        if (this.maxWaitMs != that.maxWaitMs)
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetMemberID()) ? 131071 : 524287);
+      if (isSetMemberID())
+        hashCode = hashCode * 8191 + memberID.hashCode();
+
+      hashCode = hashCode * 8191 + maxMessages;
+
+      hashCode = hashCode * 8191 + maxWaitMs;
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardPull_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMemberID(), other.isSetMemberID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMemberID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.memberID, other.memberID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMaxMessages(), other.isSetMaxMessages());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMaxMessages()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxMessages, other.maxMessages);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMaxWaitMs(), other.isSetMaxWaitMs());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMaxWaitMs()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.maxWaitMs, other.maxWaitMs);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardPull_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("memberID:");
+      if (this.memberID == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.memberID, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("maxMessages:");
+      sb.append(this.maxMessages);
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("maxWaitMs:");
+      sb.append(this.maxWaitMs);
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        // it doesn't seem like you should have to do this, but java serialization is wacky, and doesn't call the default constructor.
+        __isset_bitfield = 0;
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardPull_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardPull_argsStandardScheme getScheme() {
+        return new forwardPull_argsStandardScheme();
+      }
+    }
+
+    private static class forwardPull_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardPull_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardPull_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // MEMBER_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.memberID = iprot.readBinary();
+                struct.setMemberIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 4: // MAX_MESSAGES
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.maxMessages = iprot.readI32();
+                struct.setMaxMessagesIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 5: // MAX_WAIT_MS
+              if (schemeField.type == org.apache.thrift.protocol.TType.I32) {
+                struct.maxWaitMs = iprot.readI32();
+                struct.setMaxWaitMsIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardPull_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.memberID != null) {
+          oprot.writeFieldBegin(MEMBER_ID_FIELD_DESC);
+          oprot.writeBinary(struct.memberID);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldBegin(MAX_MESSAGES_FIELD_DESC);
+        oprot.writeI32(struct.maxMessages);
+        oprot.writeFieldEnd();
+        oprot.writeFieldBegin(MAX_WAIT_MS_FIELD_DESC);
+        oprot.writeI32(struct.maxWaitMs);
+        oprot.writeFieldEnd();
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardPull_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardPull_argsTupleScheme getScheme() {
+        return new forwardPull_argsTupleScheme();
+      }
+    }
+
+    private static class forwardPull_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardPull_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardPull_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        if (struct.isSetMemberID()) {
+          optionals.set(2);
+        }
+        if (struct.isSetMaxMessages()) {
+          optionals.set(3);
+        }
+        if (struct.isSetMaxWaitMs()) {
+          optionals.set(4);
+        }
+        oprot.writeBitSet(optionals, 5);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+        if (struct.isSetMemberID()) {
+          oprot.writeBinary(struct.memberID);
+        }
+        if (struct.isSetMaxMessages()) {
+          oprot.writeI32(struct.maxMessages);
+        }
+        if (struct.isSetMaxWaitMs()) {
+          oprot.writeI32(struct.maxWaitMs);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardPull_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(5);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.memberID = iprot.readBinary();
+          struct.setMemberIDIsSet(true);
+        }
+        if (incoming.get(3)) {
+          struct.maxMessages = iprot.readI32();
+          struct.setMaxMessagesIsSet(true);
+        }
+        if (incoming.get(4)) {
+          struct.maxWaitMs = iprot.readI32();
+          struct.setMaxWaitMsIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardPull_result implements org.apache.thrift.TBase<forwardPull_result, forwardPull_result._Fields>, java.io.Serializable, Cloneable, Comparable<forwardPull_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardPull_result");
+
+    private static final org.apache.thrift.protocol.TField SUCCESS_FIELD_DESC = new org.apache.thrift.protocol.TField("success", org.apache.thrift.protocol.TType.LIST, (short)0);
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardPull_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardPull_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.util.List<TMessage> success; // required
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      SUCCESS((short)0, "success"),
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 0: // SUCCESS
+            return SUCCESS;
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.SUCCESS, new org.apache.thrift.meta_data.FieldMetaData("success", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TMessage.class))));
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardPull_result.class, metaDataMap);
+    }
+
+    public forwardPull_result() {
+    }
+
+    public forwardPull_result(
+      java.util.List<TMessage> success,
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.success = success;
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardPull_result(forwardPull_result other) {
+      if (other.isSetSuccess()) {
+        java.util.List<TMessage> __this__success = new java.util.ArrayList<TMessage>(other.success.size());
+        for (TMessage other_element : other.success) {
+          __this__success.add(new TMessage(other_element));
+        }
+        this.success = __this__success;
+      }
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public forwardPull_result deepCopy() {
+      return new forwardPull_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.success = null;
+      this.io = null;
+      this.ia = null;
+    }
+
+    public int getSuccessSize() {
+      return (this.success == null) ? 0 : this.success.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TMessage> getSuccessIterator() {
+      return (this.success == null) ? null : this.success.iterator();
+    }
+
+    public void addToSuccess(TMessage elem) {
+      if (this.success == null) {
+        this.success = new java.util.ArrayList<TMessage>();
+      }
+      this.success.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TMessage> getSuccess() {
+      return this.success;
+    }
+
+    public forwardPull_result setSuccess(@org.apache.thrift.annotation.Nullable java.util.List<TMessage> success) {
+      this.success = success;
+      return this;
+    }
+
+    public void unsetSuccess() {
+      this.success = null;
+    }
+
+    /** Returns true if field success is set (has been assigned a value) and false otherwise */
+    public boolean isSetSuccess() {
+      return this.success != null;
+    }
+
+    public void setSuccessIsSet(boolean value) {
+      if (!value) {
+        this.success = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public forwardPull_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public forwardPull_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case SUCCESS:
+        if (value == null) {
+          unsetSuccess();
+        } else {
+          setSuccess((java.util.List<TMessage>)value);
+        }
+        break;
+
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case SUCCESS:
+        return getSuccess();
+
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case SUCCESS:
+        return isSetSuccess();
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardPull_result)
+        return this.equals((forwardPull_result)that);
+      return false;
+    }
+
+    public boolean equals(forwardPull_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_success = true && this.isSetSuccess();
+      boolean that_present_success = true && that.isSetSuccess();
+      if (this_present_success || that_present_success) {
+        if (!(this_present_success && that_present_success))
+          return false;
+        if (!this.success.equals(that.success))
+          return false;
+      }
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetSuccess()) ? 131071 : 524287);
+      if (isSetSuccess())
+        hashCode = hashCode * 8191 + success.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardPull_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetSuccess(), other.isSetSuccess());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSuccess()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.success, other.success);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardPull_result(");
+      boolean first = true;
+
+      sb.append("success:");
+      if (this.success == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.success);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardPull_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardPull_resultStandardScheme getScheme() {
+        return new forwardPull_resultStandardScheme();
+      }
+    }
+
+    private static class forwardPull_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardPull_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardPull_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 0: // SUCCESS
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list232 = iprot.readListBegin();
+                  struct.success = new java.util.ArrayList<TMessage>(_list232.size);
+                  @org.apache.thrift.annotation.Nullable TMessage _elem233;
+                  for (int _i234 = 0; _i234 < _list232.size; ++_i234)
+                  {
+                    _elem233 = new TMessage();
+                    _elem233.read(iprot);
+                    struct.success.add(_elem233);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setSuccessIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardPull_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.success != null) {
+          oprot.writeFieldBegin(SUCCESS_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.success.size()));
+            for (TMessage _iter235 : struct.success)
+            {
+              _iter235.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardPull_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardPull_resultTupleScheme getScheme() {
+        return new forwardPull_resultTupleScheme();
+      }
+    }
+
+    private static class forwardPull_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardPull_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardPull_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetSuccess()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIo()) {
+          optionals.set(1);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(2);
+        }
+        oprot.writeBitSet(optionals, 3);
+        if (struct.isSetSuccess()) {
+          {
+            oprot.writeI32(struct.success.size());
+            for (TMessage _iter236 : struct.success)
+            {
+              _iter236.write(oprot);
+            }
+          }
+        }
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardPull_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(3);
+        if (incoming.get(0)) {
+          {
+            org.apache.thrift.protocol.TList _list237 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.success = new java.util.ArrayList<TMessage>(_list237.size);
+            @org.apache.thrift.annotation.Nullable TMessage _elem238;
+            for (int _i239 = 0; _i239 < _list237.size; ++_i239)
+            {
+              _elem238 = new TMessage();
+              _elem238.read(iprot);
+              struct.success.add(_elem238);
+            }
+          }
+          struct.setSuccessIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.ia = new IllegalArgument();
+          struct.ia.read(iprot);
+          struct.setIaIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardAck_args implements org.apache.thrift.TBase<forwardAck_args, forwardAck_args._Fields>, java.io.Serializable, Cloneable, Comparable<forwardAck_args>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardAck_args");
+
+    private static final org.apache.thrift.protocol.TField QUEUE_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("queueName", org.apache.thrift.protocol.TType.STRING, (short)1);
+    private static final org.apache.thrift.protocol.TField SUBSCRIBER_NAME_FIELD_DESC = new org.apache.thrift.protocol.TField("subscriberName", org.apache.thrift.protocol.TType.STRING, (short)2);
+    private static final org.apache.thrift.protocol.TField MEMBER_ID_FIELD_DESC = new org.apache.thrift.protocol.TField("memberID", org.apache.thrift.protocol.TType.STRING, (short)3);
+    private static final org.apache.thrift.protocol.TField UP_TO_FIELD_DESC = new org.apache.thrift.protocol.TField("upTo", org.apache.thrift.protocol.TType.LIST, (short)4);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardAck_argsStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardAck_argsTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName; // required
+    public @org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID; // required
+    public @org.apache.thrift.annotation.Nullable java.util.List<TSubscribedPartition> upTo; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      QUEUE_NAME((short)1, "queueName"),
+      SUBSCRIBER_NAME((short)2, "subscriberName"),
+      MEMBER_ID((short)3, "memberID"),
+      UP_TO((short)4, "upTo");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // QUEUE_NAME
+            return QUEUE_NAME;
+          case 2: // SUBSCRIBER_NAME
+            return SUBSCRIBER_NAME;
+          case 3: // MEMBER_ID
+            return MEMBER_ID;
+          case 4: // UP_TO
+            return UP_TO;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.QUEUE_NAME, new org.apache.thrift.meta_data.FieldMetaData("queueName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.SUBSCRIBER_NAME, new org.apache.thrift.meta_data.FieldMetaData("subscriberName", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.MEMBER_ID, new org.apache.thrift.meta_data.FieldMetaData("memberID", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.FieldValueMetaData(org.apache.thrift.protocol.TType.STRING          , "Text")));
+      tmpMap.put(_Fields.UP_TO, new org.apache.thrift.meta_data.FieldMetaData("upTo", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.ListMetaData(org.apache.thrift.protocol.TType.LIST, 
+              new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, TSubscribedPartition.class))));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardAck_args.class, metaDataMap);
+    }
+
+    public forwardAck_args() {
+    }
+
+    public forwardAck_args(
+      java.nio.ByteBuffer queueName,
+      java.nio.ByteBuffer subscriberName,
+      java.nio.ByteBuffer memberID,
+      java.util.List<TSubscribedPartition> upTo)
+    {
+      this();
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      this.upTo = upTo;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardAck_args(forwardAck_args other) {
+      if (other.isSetQueueName()) {
+        this.queueName = org.apache.thrift.TBaseHelper.copyBinary(other.queueName);
+      }
+      if (other.isSetSubscriberName()) {
+        this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(other.subscriberName);
+      }
+      if (other.isSetMemberID()) {
+        this.memberID = org.apache.thrift.TBaseHelper.copyBinary(other.memberID);
+      }
+      if (other.isSetUpTo()) {
+        java.util.List<TSubscribedPartition> __this__upTo = new java.util.ArrayList<TSubscribedPartition>(other.upTo.size());
+        for (TSubscribedPartition other_element : other.upTo) {
+          __this__upTo.add(new TSubscribedPartition(other_element));
+        }
+        this.upTo = __this__upTo;
+      }
+    }
+
+    @Override
+    public forwardAck_args deepCopy() {
+      return new forwardAck_args(this);
+    }
+
+    @Override
+    public void clear() {
+      this.queueName = null;
+      this.subscriberName = null;
+      this.memberID = null;
+      this.upTo = null;
+    }
+
+    public byte[] getQueueName() {
+      setQueueName(org.apache.thrift.TBaseHelper.rightSize(queueName));
+      return queueName == null ? null : queueName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForQueueName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(queueName);
+    }
+
+    public forwardAck_args setQueueName(byte[] queueName) {
+      this.queueName = queueName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(queueName.clone());
+      return this;
+    }
+
+    public forwardAck_args setQueueName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer queueName) {
+      this.queueName = org.apache.thrift.TBaseHelper.copyBinary(queueName);
+      return this;
+    }
+
+    public void unsetQueueName() {
+      this.queueName = null;
+    }
+
+    /** Returns true if field queueName is set (has been assigned a value) and false otherwise */
+    public boolean isSetQueueName() {
+      return this.queueName != null;
+    }
+
+    public void setQueueNameIsSet(boolean value) {
+      if (!value) {
+        this.queueName = null;
+      }
+    }
+
+    public byte[] getSubscriberName() {
+      setSubscriberName(org.apache.thrift.TBaseHelper.rightSize(subscriberName));
+      return subscriberName == null ? null : subscriberName.array();
+    }
+
+    public java.nio.ByteBuffer bufferForSubscriberName() {
+      return org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+    }
+
+    public forwardAck_args setSubscriberName(byte[] subscriberName) {
+      this.subscriberName = subscriberName == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(subscriberName.clone());
+      return this;
+    }
+
+    public forwardAck_args setSubscriberName(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer subscriberName) {
+      this.subscriberName = org.apache.thrift.TBaseHelper.copyBinary(subscriberName);
+      return this;
+    }
+
+    public void unsetSubscriberName() {
+      this.subscriberName = null;
+    }
+
+    /** Returns true if field subscriberName is set (has been assigned a value) and false otherwise */
+    public boolean isSetSubscriberName() {
+      return this.subscriberName != null;
+    }
+
+    public void setSubscriberNameIsSet(boolean value) {
+      if (!value) {
+        this.subscriberName = null;
+      }
+    }
+
+    public byte[] getMemberID() {
+      setMemberID(org.apache.thrift.TBaseHelper.rightSize(memberID));
+      return memberID == null ? null : memberID.array();
+    }
+
+    public java.nio.ByteBuffer bufferForMemberID() {
+      return org.apache.thrift.TBaseHelper.copyBinary(memberID);
+    }
+
+    public forwardAck_args setMemberID(byte[] memberID) {
+      this.memberID = memberID == null ? (java.nio.ByteBuffer)null     : java.nio.ByteBuffer.wrap(memberID.clone());
+      return this;
+    }
+
+    public forwardAck_args setMemberID(@org.apache.thrift.annotation.Nullable java.nio.ByteBuffer memberID) {
+      this.memberID = org.apache.thrift.TBaseHelper.copyBinary(memberID);
+      return this;
+    }
+
+    public void unsetMemberID() {
+      this.memberID = null;
+    }
+
+    /** Returns true if field memberID is set (has been assigned a value) and false otherwise */
+    public boolean isSetMemberID() {
+      return this.memberID != null;
+    }
+
+    public void setMemberIDIsSet(boolean value) {
+      if (!value) {
+        this.memberID = null;
+      }
+    }
+
+    public int getUpToSize() {
+      return (this.upTo == null) ? 0 : this.upTo.size();
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.Iterator<TSubscribedPartition> getUpToIterator() {
+      return (this.upTo == null) ? null : this.upTo.iterator();
+    }
+
+    public void addToUpTo(TSubscribedPartition elem) {
+      if (this.upTo == null) {
+        this.upTo = new java.util.ArrayList<TSubscribedPartition>();
+      }
+      this.upTo.add(elem);
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public java.util.List<TSubscribedPartition> getUpTo() {
+      return this.upTo;
+    }
+
+    public forwardAck_args setUpTo(@org.apache.thrift.annotation.Nullable java.util.List<TSubscribedPartition> upTo) {
+      this.upTo = upTo;
+      return this;
+    }
+
+    public void unsetUpTo() {
+      this.upTo = null;
+    }
+
+    /** Returns true if field upTo is set (has been assigned a value) and false otherwise */
+    public boolean isSetUpTo() {
+      return this.upTo != null;
+    }
+
+    public void setUpToIsSet(boolean value) {
+      if (!value) {
+        this.upTo = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case QUEUE_NAME:
+        if (value == null) {
+          unsetQueueName();
+        } else {
+          if (value instanceof byte[]) {
+            setQueueName((byte[])value);
+          } else {
+            setQueueName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case SUBSCRIBER_NAME:
+        if (value == null) {
+          unsetSubscriberName();
+        } else {
+          if (value instanceof byte[]) {
+            setSubscriberName((byte[])value);
+          } else {
+            setSubscriberName((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case MEMBER_ID:
+        if (value == null) {
+          unsetMemberID();
+        } else {
+          if (value instanceof byte[]) {
+            setMemberID((byte[])value);
+          } else {
+            setMemberID((java.nio.ByteBuffer)value);
+          }
+        }
+        break;
+
+      case UP_TO:
+        if (value == null) {
+          unsetUpTo();
+        } else {
+          setUpTo((java.util.List<TSubscribedPartition>)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case QUEUE_NAME:
+        return getQueueName();
+
+      case SUBSCRIBER_NAME:
+        return getSubscriberName();
+
+      case MEMBER_ID:
+        return getMemberID();
+
+      case UP_TO:
+        return getUpTo();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case QUEUE_NAME:
+        return isSetQueueName();
+      case SUBSCRIBER_NAME:
+        return isSetSubscriberName();
+      case MEMBER_ID:
+        return isSetMemberID();
+      case UP_TO:
+        return isSetUpTo();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardAck_args)
+        return this.equals((forwardAck_args)that);
+      return false;
+    }
+
+    public boolean equals(forwardAck_args that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_queueName = true && this.isSetQueueName();
+      boolean that_present_queueName = true && that.isSetQueueName();
+      if (this_present_queueName || that_present_queueName) {
+        if (!(this_present_queueName && that_present_queueName))
+          return false;
+        if (!this.queueName.equals(that.queueName))
+          return false;
+      }
+
+      boolean this_present_subscriberName = true && this.isSetSubscriberName();
+      boolean that_present_subscriberName = true && that.isSetSubscriberName();
+      if (this_present_subscriberName || that_present_subscriberName) {
+        if (!(this_present_subscriberName && that_present_subscriberName))
+          return false;
+        if (!this.subscriberName.equals(that.subscriberName))
+          return false;
+      }
+
+      boolean this_present_memberID = true && this.isSetMemberID();
+      boolean that_present_memberID = true && that.isSetMemberID();
+      if (this_present_memberID || that_present_memberID) {
+        if (!(this_present_memberID && that_present_memberID))
+          return false;
+        if (!this.memberID.equals(that.memberID))
+          return false;
+      }
+
+      boolean this_present_upTo = true && this.isSetUpTo();
+      boolean that_present_upTo = true && that.isSetUpTo();
+      if (this_present_upTo || that_present_upTo) {
+        if (!(this_present_upTo && that_present_upTo))
+          return false;
+        if (!this.upTo.equals(that.upTo))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetQueueName()) ? 131071 : 524287);
+      if (isSetQueueName())
+        hashCode = hashCode * 8191 + queueName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetSubscriberName()) ? 131071 : 524287);
+      if (isSetSubscriberName())
+        hashCode = hashCode * 8191 + subscriberName.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetMemberID()) ? 131071 : 524287);
+      if (isSetMemberID())
+        hashCode = hashCode * 8191 + memberID.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetUpTo()) ? 131071 : 524287);
+      if (isSetUpTo())
+        hashCode = hashCode * 8191 + upTo.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardAck_args other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetQueueName(), other.isSetQueueName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetQueueName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.queueName, other.queueName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetSubscriberName(), other.isSetSubscriberName());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetSubscriberName()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.subscriberName, other.subscriberName);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetMemberID(), other.isSetMemberID());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetMemberID()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.memberID, other.memberID);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetUpTo(), other.isSetUpTo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetUpTo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.upTo, other.upTo);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    @Override
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+    }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardAck_args(");
+      boolean first = true;
+
+      sb.append("queueName:");
+      if (this.queueName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.queueName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("subscriberName:");
+      if (this.subscriberName == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.subscriberName, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("memberID:");
+      if (this.memberID == null) {
+        sb.append("null");
+      } else {
+        org.apache.thrift.TBaseHelper.toString(this.memberID, sb);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("upTo:");
+      if (this.upTo == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.upTo);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardAck_argsStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardAck_argsStandardScheme getScheme() {
+        return new forwardAck_argsStandardScheme();
+      }
+    }
+
+    private static class forwardAck_argsStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardAck_args> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardAck_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // QUEUE_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.queueName = iprot.readBinary();
+                struct.setQueueNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // SUBSCRIBER_NAME
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.subscriberName = iprot.readBinary();
+                struct.setSubscriberNameIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 3: // MEMBER_ID
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRING) {
+                struct.memberID = iprot.readBinary();
+                struct.setMemberIDIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 4: // UP_TO
+              if (schemeField.type == org.apache.thrift.protocol.TType.LIST) {
+                {
+                  org.apache.thrift.protocol.TList _list240 = iprot.readListBegin();
+                  struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list240.size);
+                  @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem241;
+                  for (int _i242 = 0; _i242 < _list240.size; ++_i242)
+                  {
+                    _elem241 = new TSubscribedPartition();
+                    _elem241.read(iprot);
+                    struct.upTo.add(_elem241);
+                  }
+                  iprot.readListEnd();
+                }
+                struct.setUpToIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardAck_args struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.queueName != null) {
+          oprot.writeFieldBegin(QUEUE_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.queueName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.subscriberName != null) {
+          oprot.writeFieldBegin(SUBSCRIBER_NAME_FIELD_DESC);
+          oprot.writeBinary(struct.subscriberName);
+          oprot.writeFieldEnd();
+        }
+        if (struct.memberID != null) {
+          oprot.writeFieldBegin(MEMBER_ID_FIELD_DESC);
+          oprot.writeBinary(struct.memberID);
+          oprot.writeFieldEnd();
+        }
+        if (struct.upTo != null) {
+          oprot.writeFieldBegin(UP_TO_FIELD_DESC);
+          {
+            oprot.writeListBegin(new org.apache.thrift.protocol.TList(org.apache.thrift.protocol.TType.STRUCT, struct.upTo.size()));
+            for (TSubscribedPartition _iter243 : struct.upTo)
+            {
+              _iter243.write(oprot);
+            }
+            oprot.writeListEnd();
+          }
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardAck_argsTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardAck_argsTupleScheme getScheme() {
+        return new forwardAck_argsTupleScheme();
+      }
+    }
+
+    private static class forwardAck_argsTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardAck_args> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardAck_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetQueueName()) {
+          optionals.set(0);
+        }
+        if (struct.isSetSubscriberName()) {
+          optionals.set(1);
+        }
+        if (struct.isSetMemberID()) {
+          optionals.set(2);
+        }
+        if (struct.isSetUpTo()) {
+          optionals.set(3);
+        }
+        oprot.writeBitSet(optionals, 4);
+        if (struct.isSetQueueName()) {
+          oprot.writeBinary(struct.queueName);
+        }
+        if (struct.isSetSubscriberName()) {
+          oprot.writeBinary(struct.subscriberName);
+        }
+        if (struct.isSetMemberID()) {
+          oprot.writeBinary(struct.memberID);
+        }
+        if (struct.isSetUpTo()) {
+          {
+            oprot.writeI32(struct.upTo.size());
+            for (TSubscribedPartition _iter244 : struct.upTo)
+            {
+              _iter244.write(oprot);
+            }
+          }
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardAck_args struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(4);
+        if (incoming.get(0)) {
+          struct.queueName = iprot.readBinary();
+          struct.setQueueNameIsSet(true);
+        }
+        if (incoming.get(1)) {
+          struct.subscriberName = iprot.readBinary();
+          struct.setSubscriberNameIsSet(true);
+        }
+        if (incoming.get(2)) {
+          struct.memberID = iprot.readBinary();
+          struct.setMemberIDIsSet(true);
+        }
+        if (incoming.get(3)) {
+          {
+            org.apache.thrift.protocol.TList _list245 = iprot.readListBegin(org.apache.thrift.protocol.TType.STRUCT);
+            struct.upTo = new java.util.ArrayList<TSubscribedPartition>(_list245.size);
+            @org.apache.thrift.annotation.Nullable TSubscribedPartition _elem246;
+            for (int _i247 = 0; _i247 < _list245.size; ++_i247)
+            {
+              _elem246 = new TSubscribedPartition();
+              _elem246.read(iprot);
+              struct.upTo.add(_elem246);
+            }
+          }
+          struct.setUpToIsSet(true);
+        }
+      }
+    }
+
+    private static <S extends org.apache.thrift.scheme.IScheme> S scheme(org.apache.thrift.protocol.TProtocol proto) {
+      return (org.apache.thrift.scheme.StandardScheme.class.equals(proto.getScheme()) ? STANDARD_SCHEME_FACTORY : TUPLE_SCHEME_FACTORY).getScheme();
+    }
+  }
+
+  @SuppressWarnings({"cast", "rawtypes", "serial", "unchecked", "unused"})
+  public static class forwardAck_result implements org.apache.thrift.TBase<forwardAck_result, forwardAck_result._Fields>, java.io.Serializable, Cloneable, Comparable<forwardAck_result>   {
+    private static final org.apache.thrift.protocol.TStruct STRUCT_DESC = new org.apache.thrift.protocol.TStruct("forwardAck_result");
+
+    private static final org.apache.thrift.protocol.TField IO_FIELD_DESC = new org.apache.thrift.protocol.TField("io", org.apache.thrift.protocol.TType.STRUCT, (short)1);
+    private static final org.apache.thrift.protocol.TField IA_FIELD_DESC = new org.apache.thrift.protocol.TField("ia", org.apache.thrift.protocol.TType.STRUCT, (short)2);
+
+    private static final org.apache.thrift.scheme.SchemeFactory STANDARD_SCHEME_FACTORY = new forwardAck_resultStandardSchemeFactory();
+    private static final org.apache.thrift.scheme.SchemeFactory TUPLE_SCHEME_FACTORY = new forwardAck_resultTupleSchemeFactory();
+
+    public @org.apache.thrift.annotation.Nullable IOError io; // required
+    public @org.apache.thrift.annotation.Nullable IllegalArgument ia; // required
+
+    /** The set of fields this struct contains, along with convenience methods for finding and manipulating them. */
+    public enum _Fields implements org.apache.thrift.TFieldIdEnum {
+      IO((short)1, "io"),
+      IA((short)2, "ia");
+
+      private static final java.util.Map<java.lang.String, _Fields> byName = new java.util.HashMap<java.lang.String, _Fields>();
+
+      static {
+        for (_Fields field : java.util.EnumSet.allOf(_Fields.class)) {
+          byName.put(field.getFieldName(), field);
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByThriftId(int fieldId) {
+        switch(fieldId) {
+          case 1: // IO
+            return IO;
+          case 2: // IA
+            return IA;
+          default:
+            return null;
+        }
+      }
+
+      /**
+       * Find the _Fields constant that matches fieldId, throwing an exception
+       * if it is not found.
+       */
+      public static _Fields findByThriftIdOrThrow(int fieldId) {
+        _Fields fields = findByThriftId(fieldId);
+        if (fields == null) throw new java.lang.IllegalArgumentException("Field " + fieldId + " doesn't exist!");
+        return fields;
+      }
+
+      /**
+       * Find the _Fields constant that matches name, or null if its not found.
+       */
+      @org.apache.thrift.annotation.Nullable
+      public static _Fields findByName(java.lang.String name) {
+        return byName.get(name);
+      }
+
+      private final short _thriftId;
+      private final java.lang.String _fieldName;
+
+      _Fields(short thriftId, java.lang.String fieldName) {
+        _thriftId = thriftId;
+        _fieldName = fieldName;
+      }
+
+      @Override
+      public short getThriftFieldId() {
+        return _thriftId;
+      }
+
+      @Override
+      public java.lang.String getFieldName() {
+        return _fieldName;
+      }
+    }
+
+    // isset id assignments
+    public static final java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> metaDataMap;
+    static {
+      java.util.Map<_Fields, org.apache.thrift.meta_data.FieldMetaData> tmpMap = new java.util.EnumMap<_Fields, org.apache.thrift.meta_data.FieldMetaData>(_Fields.class);
+      tmpMap.put(_Fields.IO, new org.apache.thrift.meta_data.FieldMetaData("io", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IOError.class)));
+      tmpMap.put(_Fields.IA, new org.apache.thrift.meta_data.FieldMetaData("ia", org.apache.thrift.TFieldRequirementType.DEFAULT, 
+          new org.apache.thrift.meta_data.StructMetaData(org.apache.thrift.protocol.TType.STRUCT, IllegalArgument.class)));
+      metaDataMap = java.util.Collections.unmodifiableMap(tmpMap);
+      org.apache.thrift.meta_data.FieldMetaData.addStructMetaDataMap(forwardAck_result.class, metaDataMap);
+    }
+
+    public forwardAck_result() {
+    }
+
+    public forwardAck_result(
+      IOError io,
+      IllegalArgument ia)
+    {
+      this();
+      this.io = io;
+      this.ia = ia;
+    }
+
+    /**
+     * Performs a deep copy on <i>other</i>.
+     */
+    public forwardAck_result(forwardAck_result other) {
+      if (other.isSetIo()) {
+        this.io = new IOError(other.io);
+      }
+      if (other.isSetIa()) {
+        this.ia = new IllegalArgument(other.ia);
+      }
+    }
+
+    @Override
+    public forwardAck_result deepCopy() {
+      return new forwardAck_result(this);
+    }
+
+    @Override
+    public void clear() {
+      this.io = null;
+      this.ia = null;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IOError getIo() {
+      return this.io;
+    }
+
+    public forwardAck_result setIo(@org.apache.thrift.annotation.Nullable IOError io) {
+      this.io = io;
+      return this;
+    }
+
+    public void unsetIo() {
+      this.io = null;
+    }
+
+    /** Returns true if field io is set (has been assigned a value) and false otherwise */
+    public boolean isSetIo() {
+      return this.io != null;
+    }
+
+    public void setIoIsSet(boolean value) {
+      if (!value) {
+        this.io = null;
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    public IllegalArgument getIa() {
+      return this.ia;
+    }
+
+    public forwardAck_result setIa(@org.apache.thrift.annotation.Nullable IllegalArgument ia) {
+      this.ia = ia;
+      return this;
+    }
+
+    public void unsetIa() {
+      this.ia = null;
+    }
+
+    /** Returns true if field ia is set (has been assigned a value) and false otherwise */
+    public boolean isSetIa() {
+      return this.ia != null;
+    }
+
+    public void setIaIsSet(boolean value) {
+      if (!value) {
+        this.ia = null;
+      }
+    }
+
+    @Override
+    public void setFieldValue(_Fields field, @org.apache.thrift.annotation.Nullable java.lang.Object value) {
+      switch (field) {
+      case IO:
+        if (value == null) {
+          unsetIo();
+        } else {
+          setIo((IOError)value);
+        }
+        break;
+
+      case IA:
+        if (value == null) {
+          unsetIa();
+        } else {
+          setIa((IllegalArgument)value);
+        }
+        break;
+
+      }
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public java.lang.Object getFieldValue(_Fields field) {
+      switch (field) {
+      case IO:
+        return getIo();
+
+      case IA:
+        return getIa();
+
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    /** Returns true if field corresponding to fieldID is set (has been assigned a value) and false otherwise */
+    @Override
+    public boolean isSet(_Fields field) {
+      if (field == null) {
+        throw new java.lang.IllegalArgumentException();
+      }
+
+      switch (field) {
+      case IO:
+        return isSetIo();
+      case IA:
+        return isSetIa();
+      }
+      throw new java.lang.IllegalStateException();
+    }
+
+    @Override
+    public boolean equals(java.lang.Object that) {
+      if (that instanceof forwardAck_result)
+        return this.equals((forwardAck_result)that);
+      return false;
+    }
+
+    public boolean equals(forwardAck_result that) {
+      if (that == null)
+        return false;
+      if (this == that)
+        return true;
+
+      boolean this_present_io = true && this.isSetIo();
+      boolean that_present_io = true && that.isSetIo();
+      if (this_present_io || that_present_io) {
+        if (!(this_present_io && that_present_io))
+          return false;
+        if (!this.io.equals(that.io))
+          return false;
+      }
+
+      boolean this_present_ia = true && this.isSetIa();
+      boolean that_present_ia = true && that.isSetIa();
+      if (this_present_ia || that_present_ia) {
+        if (!(this_present_ia && that_present_ia))
+          return false;
+        if (!this.ia.equals(that.ia))
+          return false;
+      }
+
+      return true;
+    }
+
+    @Override
+    public int hashCode() {
+      int hashCode = 1;
+
+      hashCode = hashCode * 8191 + ((isSetIo()) ? 131071 : 524287);
+      if (isSetIo())
+        hashCode = hashCode * 8191 + io.hashCode();
+
+      hashCode = hashCode * 8191 + ((isSetIa()) ? 131071 : 524287);
+      if (isSetIa())
+        hashCode = hashCode * 8191 + ia.hashCode();
+
+      return hashCode;
+    }
+
+    @Override
+    public int compareTo(forwardAck_result other) {
+      if (!getClass().equals(other.getClass())) {
+        return getClass().getName().compareTo(other.getClass().getName());
+      }
+
+      int lastComparison = 0;
+
+      lastComparison = java.lang.Boolean.compare(isSetIo(), other.isSetIo());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIo()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.io, other.io);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      lastComparison = java.lang.Boolean.compare(isSetIa(), other.isSetIa());
+      if (lastComparison != 0) {
+        return lastComparison;
+      }
+      if (isSetIa()) {
+        lastComparison = org.apache.thrift.TBaseHelper.compareTo(this.ia, other.ia);
+        if (lastComparison != 0) {
+          return lastComparison;
+        }
+      }
+      return 0;
+    }
+
+    @org.apache.thrift.annotation.Nullable
+    @Override
+    public _Fields fieldForId(int fieldId) {
+      return _Fields.findByThriftId(fieldId);
+    }
+
+    @Override
+    public void read(org.apache.thrift.protocol.TProtocol iprot) throws org.apache.thrift.TException {
+      scheme(iprot).read(iprot, this);
+    }
+
+    public void write(org.apache.thrift.protocol.TProtocol oprot) throws org.apache.thrift.TException {
+      scheme(oprot).write(oprot, this);
+      }
+
+    @Override
+    public java.lang.String toString() {
+      java.lang.StringBuilder sb = new java.lang.StringBuilder("forwardAck_result(");
+      boolean first = true;
+
+      sb.append("io:");
+      if (this.io == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.io);
+      }
+      first = false;
+      if (!first) sb.append(", ");
+      sb.append("ia:");
+      if (this.ia == null) {
+        sb.append("null");
+      } else {
+        sb.append(this.ia);
+      }
+      first = false;
+      sb.append(")");
+      return sb.toString();
+    }
+
+    public void validate() throws org.apache.thrift.TException {
+      // check for required fields
+      // check for sub-struct validity
+    }
+
+    private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+      try {
+        write(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(out)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private void readObject(java.io.ObjectInputStream in) throws java.io.IOException, java.lang.ClassNotFoundException {
+      try {
+        read(new org.apache.thrift.protocol.TCompactProtocol(new org.apache.thrift.transport.TIOStreamTransport(in)));
+      } catch (org.apache.thrift.TException te) {
+        throw new java.io.IOException(te);
+      }
+    }
+
+    private static class forwardAck_resultStandardSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardAck_resultStandardScheme getScheme() {
+        return new forwardAck_resultStandardScheme();
+      }
+    }
+
+    private static class forwardAck_resultStandardScheme extends org.apache.thrift.scheme.StandardScheme<forwardAck_result> {
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol iprot, forwardAck_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TField schemeField;
+        iprot.readStructBegin();
+        while (true)
+        {
+          schemeField = iprot.readFieldBegin();
+          if (schemeField.type == org.apache.thrift.protocol.TType.STOP) { 
+            break;
+          }
+          switch (schemeField.id) {
+            case 1: // IO
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.io = new IOError();
+                struct.io.read(iprot);
+                struct.setIoIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            case 2: // IA
+              if (schemeField.type == org.apache.thrift.protocol.TType.STRUCT) {
+                struct.ia = new IllegalArgument();
+                struct.ia.read(iprot);
+                struct.setIaIsSet(true);
+              } else { 
+                org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+              }
+              break;
+            default:
+              org.apache.thrift.protocol.TProtocolUtil.skip(iprot, schemeField.type);
+          }
+          iprot.readFieldEnd();
+        }
+        iprot.readStructEnd();
+
+        // check for required fields of primitive type, which can't be checked in the validate method
+        struct.validate();
+      }
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol oprot, forwardAck_result struct) throws org.apache.thrift.TException {
+        struct.validate();
+
+        oprot.writeStructBegin(STRUCT_DESC);
+        if (struct.io != null) {
+          oprot.writeFieldBegin(IO_FIELD_DESC);
+          struct.io.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        if (struct.ia != null) {
+          oprot.writeFieldBegin(IA_FIELD_DESC);
+          struct.ia.write(oprot);
+          oprot.writeFieldEnd();
+        }
+        oprot.writeFieldStop();
+        oprot.writeStructEnd();
+      }
+
+    }
+
+    private static class forwardAck_resultTupleSchemeFactory implements org.apache.thrift.scheme.SchemeFactory {
+      @Override
+      public forwardAck_resultTupleScheme getScheme() {
+        return new forwardAck_resultTupleScheme();
+      }
+    }
+
+    private static class forwardAck_resultTupleScheme extends org.apache.thrift.scheme.TupleScheme<forwardAck_result> {
+
+      @Override
+      public void write(org.apache.thrift.protocol.TProtocol prot, forwardAck_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol oprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet optionals = new java.util.BitSet();
+        if (struct.isSetIo()) {
+          optionals.set(0);
+        }
+        if (struct.isSetIa()) {
+          optionals.set(1);
+        }
+        oprot.writeBitSet(optionals, 2);
+        if (struct.isSetIo()) {
+          struct.io.write(oprot);
+        }
+        if (struct.isSetIa()) {
+          struct.ia.write(oprot);
+        }
+      }
+
+      @Override
+      public void read(org.apache.thrift.protocol.TProtocol prot, forwardAck_result struct) throws org.apache.thrift.TException {
+        org.apache.thrift.protocol.TTupleProtocol iprot = (org.apache.thrift.protocol.TTupleProtocol) prot;
+        java.util.BitSet incoming = iprot.readBitSet(2);
+        if (incoming.get(0)) {
+          struct.io = new IOError();
+          struct.io.read(iprot);
+          struct.setIoIsSet(true);
+        }
+        if (incoming.get(1)) {
           struct.ia = new IllegalArgument();
           struct.ia.read(iprot);
           struct.setIaIsSet(true);
