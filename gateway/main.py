@@ -353,15 +353,17 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _check(parser, args)
-
-    # gevent at the edge: patch once, here, before anything opens sockets or threads.
+    # gevent at the edge: patch once, first thing, before anything imports ssl or opens
+    # sockets or threads. Checking the arguments already imports thriftpy2 (and with it ssl)
+    # for --store hbase://... and --advertise, and builds TLS contexts for --tls-*: patched
+    # after that, those modules would keep the blocking ssl and socket.
     from gevent import monkey
 
     monkey.patch_all()
-    # after patching: the TLS contexts it builds to check the files must be gevent's
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
     tls_config = _check_security(parser, args)
 
     logging.basicConfig(

@@ -31,7 +31,8 @@ def test_list_names_every_section() -> None:
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == [
-        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "cluster", "kafka",
+        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "consumers",
+        "cluster", "kafka", "import", "metrics", "tls",
     ]  # fmt: skip
 
 
