@@ -71,8 +71,10 @@ class GatewayConfig:
     request_timeout: float = 30.0  # seconds a partly received request may go without a byte
     max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
     send_timeout: float = 60.0  # seconds one reply may take to be sent
+    max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
     subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
     max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
+    max_scanner_bytes: int = 256 << 20  # rows all open scanners hold (read-ahead) together
     # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
     # that is changing owner before it fails with IOError
     cluster_move_wait: float = 5.0  # seconds
@@ -101,6 +103,7 @@ class Gateway:
             idle_timeout=config.scanner_timeout,
             max_open=config.max_scanners,
             max_partitions=config.max_scanner_partitions,
+            max_bytes=config.max_scanner_bytes,
         )
         self.service: GatewayService | None = None
         self.push: WorkerManager | None = None
@@ -154,6 +157,7 @@ class Gateway:
                     request_timeout=self.config.request_timeout,
                     send_timeout=self.config.send_timeout,
                     max_pending_bytes=self.config.max_pending_request_bytes,
+                    max_reply_bytes=self.config.max_reply_bytes,
                 ),
                 tls=server_tls,
             )
@@ -270,6 +274,8 @@ class Gateway:
                     "open_scanners": len(self.scanners),
                     "open_connections": server.open_connections,
                     "connections_accepted": server.accepted,
+                    "scanner_bytes": self.scanners.meter.used,
+                    "reply_bytes": server.replies.used,
                 }
 
             self.http["metrics"] = serve_wsgi(

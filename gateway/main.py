@@ -217,6 +217,13 @@ def build_parser() -> argparse.ArgumentParser:
         "connection (default %(default)s)",
     )
     guard.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        default=256 * 1024 * 1024,
+        help="bytes of replies all connections together may be sending; past it no connection "
+        "reads a new request until sends finish or time out (default 256 MiB)",
+    )
+    guard.add_argument(
         "--subscriber-hosts",
         default="",
         metavar="HOST[,HOST...]",
@@ -229,6 +236,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=1 << 20,
         help="partitions all open scanners may cover together; opening more is an IOError "
         "(default %(default)s: 32 scanners over the widest queue)",
+    )
+    guard.add_argument(
+        "--max-scanner-bytes",
+        type=int,
+        default=256 << 20,
+        help="bytes of rows all open scanners may hold together (read ahead, kept between "
+        "calls); past it idle scanners forget their read-ahead, least recently used first, "
+        "then reads are refused with IOError (default 256 MiB)",
     )
     return p
 
@@ -312,6 +327,8 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         "push_buffer_bytes",
         "log_segment_mb",
         "max_scanner_partitions",
+        "max_reply_bytes",
+        "max_scanner_bytes",
     ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -340,15 +357,17 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    _check(parser, args)
-
-    # gevent at the edge: patch once, here, before anything opens sockets or threads.
+    # gevent at the edge: patch once, first thing, before anything imports ssl or opens
+    # sockets or threads. Checking the arguments already imports thriftpy2 (and with it ssl)
+    # for --store hbase://... and --advertise, and builds TLS contexts for --tls-*: patched
+    # after that, those modules would keep the blocking ssl and socket.
     from gevent import monkey
 
     monkey.patch_all()
-    # after patching: the TLS contexts it builds to check the files must be gevent's
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
     tls_config = _check_security(parser, args)
 
     logging.basicConfig(
@@ -406,8 +425,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         request_timeout=args.request_timeout,
         max_pending_request_bytes=args.max_pending_request_bytes,
         send_timeout=args.send_timeout,
+        max_reply_bytes=args.max_reply_bytes,
         subscriber_hosts=tuple(h.strip() for h in args.subscriber_hosts.split(",") if h.strip()),
         max_scanner_partitions=args.max_scanner_partitions,
+        max_scanner_bytes=args.max_scanner_bytes,
         tls=tls_config,
         admin_identities=args.admin_identities,
         admin_token_file=args.admin_token_file,
@@ -416,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         gateway.start()
     except Exception as exc:
-        logging.getLogger("gateway").error("cannot start: %s", exc)
+        logging.getLogger("gateway").error("cannot start: %s", exc, exc_info=True)
         return 1
     gateway.run_until_signal()
     return 0

@@ -164,8 +164,8 @@ class StatsCollector:
     """A ``prometheus_client`` collector reading :class:`GatewayStats` and live gauges.
 
     ``gauges`` returns the values read at scrape time: ``open_scanners``,
-    ``open_connections``, ``connections_accepted`` and ``queues`` (each queue that exists:
-    its partition count).
+    ``open_connections``, ``connections_accepted``, ``queues`` (each queue that exists: its
+    partition count), and optionally ``scanner_bytes`` and ``reply_bytes``.
     """
 
     def __init__(self, stats: GatewayStats, gauges: Callable[[], dict[str, Any]]) -> None:
@@ -202,6 +202,16 @@ class StatsCollector:
             "hqueue_open_connections", "Thrift client connections open now.",
             live["open_connections"],
         )  # fmt: skip
+        yield _gauge(
+            "hqueue_scanner_bytes",
+            "Bytes of rows open scanners hold (read ahead), capped by --max-scanner-bytes.",
+            live.get("scanner_bytes", 0),
+        )
+        yield _gauge(
+            "hqueue_reply_bytes",
+            "Bytes of replies being sent on all connections, capped by --max-reply-bytes.",
+            live.get("reply_bytes", 0),
+        )
         c = CounterMetricFamily("hqueue_connections", "Thrift connections accepted.")
         c.add_metric([], live["connections_accepted"])
         yield c

@@ -32,6 +32,40 @@ MAX_SCANNER_ID = 2**31 - 1
 MERGE_IN_C_UP_TO = 64  # partitions; beyond, walking every cursor per refill costs more
 
 
+class ScanMeter:
+    """The bytes of rows all open scanners hold (read ahead and kept between calls, or being
+    read), against ``limit`` (``--max-scanner-bytes``).
+
+    Each scanner may read ahead about one reply (16 MiB) and keep what the reply did not take:
+    10,000 open scanners could hold 160 GB. Cursors add and remove their bytes here as they
+    buffer and hand out rows. Past the limit the registry forgets the read-ahead of idle
+    scanners, least recently used first (they read it again when asked: see
+    :meth:`PartitionCursor.rewind`); when the rows of reads in progress alone pass it, a read
+    is refused (:class:`Overloaded`, an IOError naming the flag).
+    """
+
+    __slots__ = ("limit", "make_room", "used")
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1 byte")
+        self.limit = limit
+        self.used = 0
+        self.make_room: Any = None  # set by the registry: frees idle read-ahead
+
+    def check(self) -> None:
+        """Before a scanner reads more: room, or Overloaded."""
+        if self.used <= self.limit:
+            return
+        if self.make_room is not None:
+            self.make_room()
+        if self.used > self.limit:
+            raise Overloaded(
+                f"open scanners hold {self.used} bytes of rows, past the limit of {self.limit} "
+                "(--max-scanner-bytes); retry once other reads are done"
+            )
+
+
 @dataclass(frozen=True)
 class ScanSpec:
     """A validated TMessageScan. Ids are inclusive start / exclusive stop in scan order."""
@@ -46,12 +80,23 @@ class ScanSpec:
 class PartitionCursor:
     """Reads one partition's key range in chunks, oldest first (newest first if reversed)."""
 
-    __slots__ = ("_buffer", "_bytes", "_done", "_lower", "_upper", "chunk", "partition", "spec")
+    __slots__ = (
+        "_buffer",
+        "_bytes",
+        "_done",
+        "_lower",
+        "_upper",
+        "chunk",
+        "meter",
+        "partition",
+        "spec",
+    )
 
-    def __init__(self, partition: int, spec: ScanSpec) -> None:
+    def __init__(self, partition: int, spec: ScanSpec, meter: ScanMeter | None = None) -> None:
         self.partition = partition
         self.spec = spec
         self.chunk = spec.caching
+        self.meter = meter
         p = partition
         if spec.reverse:
             # start is the newest end (inclusive), stop the oldest (exclusive)
@@ -71,8 +116,31 @@ class PartitionCursor:
             self._lower = rowkey.id_key(p, spec.start) if spec.start else rowkey.partition_start(p)
             self._upper = rowkey.id_key(p, spec.stop) if spec.stop else rowkey.partition_end(p)
         self._buffer: deque[Row] = deque()
-        self._bytes = 0  # at least the topic and value bytes buffered
+        self._bytes = 0  # at least the topic and value bytes buffered (see _set_bytes)
         self._done = False
+
+    def _set_bytes(self, value: int) -> None:
+        meter = self.meter
+        if meter is not None:
+            meter.used += value - self._bytes
+        self._bytes = value
+
+    def rewind(self) -> int:
+        """Forgets the rows read ahead (the next fill reads them again); returns the bytes
+        freed."""
+        buf = self._buffer
+        if not buf:
+            return 0
+        head = rowkey.encode(self.partition, buf[0][0], buf[0][1])
+        if self.spec.reverse:
+            self._upper = head + b"\x00"  # exclusive; keys are fixed-length
+        else:
+            self._lower = head
+        buf.clear()
+        self._done = False
+        freed = self._bytes
+        self._set_bytes(0)
+        return freed
 
     def peek_ready(self) -> bool:
         return bool(self._buffer)
@@ -87,7 +155,10 @@ class PartitionCursor:
         (and the ones past the 16 MiB reply held in the scanner afterwards)."""
         cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
         limit = max(want, self.chunk)
+        meter = self.meter
         while len(self._buffer) < want and self._bytes < max_bytes and not self._done:
+            if meter is not None:
+                meter.check()
             lower = max(self._lower, cutoff)
             result = store.scan(
                 meta,
@@ -100,7 +171,7 @@ class PartitionCursor:
                 max_bytes=max_bytes - self._bytes,
             )
             self._buffer.extend(result.rows)
-            self._bytes += result.size
+            self._set_bytes(self._bytes + result.size)
             if result.resume_after is None:
                 self._done = True
             elif self.spec.reverse:
@@ -116,7 +187,7 @@ class PartitionCursor:
         if n >= len(buf) and self._bytes <= max_bytes:
             rows = list(buf)
             buf.clear()
-            self._bytes = 0
+            self._set_bytes(0)
             return rows
         # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
         # stops reading ahead on it.
@@ -126,12 +197,12 @@ class PartitionCursor:
             row = buf.popleft()
             size += len(row[2]) + len(row[3])
             rows.append(row)
-        self._bytes = max(0, self._bytes - size) if buf else 0
+        self._set_bytes(max(0, self._bytes - size) if buf else 0)
         return rows
 
     def pop(self) -> Row:
         row = self._buffer.popleft()
-        self._bytes = max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0
+        self._set_bytes(max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0)
         return row
 
     def drop(self, snapshot: list[Row], k: int, body_bytes: int) -> None:
@@ -139,10 +210,10 @@ class PartitionCursor:
         whose topics and values hold ``body_bytes``: ``_bytes`` stays an upper bound."""
         if k >= len(snapshot):
             self._buffer.clear()
-            self._bytes = 0
+            self._set_bytes(0)
             return
         self._buffer = deque(snapshot[k:])
-        self._bytes = max(0, self._bytes - body_bytes)
+        self._set_bytes(max(0, self._bytes - body_bytes))
 
     def head(self) -> Row:
         return self._buffer[0]
@@ -189,6 +260,7 @@ class Scanner:
         self._pending: Sequence[int] | None = partitions
         self.width = len(partitions)  # what the registry counts against its cap
         self.cursors: list[PartitionCursor] = []
+        self.meter: ScanMeter | None = None  # set by the registry (ScannerRegistry.add)
         if len(partitions) == 1:
             self._make_cursors()
         self.last_used = time.monotonic()
@@ -196,8 +268,24 @@ class Scanner:
 
     def _make_cursors(self) -> None:
         if self._pending is not None:
-            self.cursors = [PartitionCursor(p, self.spec) for p in self._pending]
+            self.cursors = [PartitionCursor(p, self.spec, self.meter) for p in self._pending]
             self._pending = None
+
+    def attach(self, meter: ScanMeter) -> None:
+        """Counts this scanner's rows in ``meter`` from now on."""
+        self.meter = meter
+        for cursor in self.cursors:
+            meter.used += cursor._bytes
+            cursor.meter = meter
+
+    def rewind(self) -> int:
+        """Forgets every row read ahead; returns the bytes freed."""
+        return sum(cursor.rewind() for cursor in self.cursors)
+
+    def release(self) -> None:
+        """Closed: its rows no longer count."""
+        self.rewind()
+        self.cursors = []
 
     def _meta(self) -> QueueMeta:
         meta = self.store.get_queue(self.queue)
@@ -212,7 +300,7 @@ class Scanner:
     def next_rows(self, n: int, max_bytes: int) -> MessageRows:
         """Up to ``n`` rows (fewer once ``max_bytes`` of bodies are reached); none at the end."""
         meta = self._meta()
-        if len(self.cursors) == 1:
+        if len(self.cursors) == 1 and self._pending is None:
             cursor = self.cursors[0]
             cursor.fill(self.store, meta, n, max_bytes)
             return MessageRows(cursor.partition, cursor.take(n, max_bytes))
@@ -225,14 +313,20 @@ class Scanner:
         # Every cursor needs a head row to merge; together they read ahead about one reply.
         per_cursor_bytes = max(1, max_bytes // max(1, len(self.cursors) or self.width))
         if self._pending is not None:  # the first read: keep only partitions with rows
-            pending, self._pending = self._pending, None
+            pending = self._pending
             for i, p in enumerate(pending):
                 if i % 512 == 511:
                     gevent.sleep(0)
-                cursor = PartitionCursor(p, self.spec)
-                cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+                cursor = PartitionCursor(p, self.spec, self.meter)
+                try:
+                    cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
+                except BaseException:  # refused (--max-scanner-bytes): the next read goes on
+                    cursor.rewind()
+                    self._pending = pending[i:]
+                    raise
                 if not cursor.exhausted():
                     self.cursors.append(cursor)
+            self._pending = None
         self.cursors = [c for c in self.cursors if not c.exhausted()]
         if not self.cursors:
             return MessageRows([], [])
@@ -328,6 +422,7 @@ class ScannerRegistry:
         idle_timeout: float = 60.0,
         max_open: int = 10_000,
         max_partitions: int = 1 << 20,
+        max_bytes: int = 256 << 20,
     ) -> None:
         if idle_timeout <= 0:
             raise ValueError("'idle_timeout' must be > 0 seconds")
@@ -340,6 +435,10 @@ class ScannerRegistry:
         # Partitions of all open scanners together: each may hold a cursor and its head rows.
         self.max_partitions = max_partitions
         self.partitions = 0
+        # Rows all open scanners hold: see ScanMeter.
+        self.meter = ScanMeter(max_bytes)
+        self.meter.make_room = self.shed
+        self.shed_bytes = 0  # read-ahead forgotten to stay within the limit (a metric)
         self._open: dict[int, tuple[int | None, Scanner]] = {}  # id -> (owner, scanner)
         self._owned: dict[int | None, set[int]] = {}  # owner -> its open ids
         # Recently finished or expired ids, so errors can tell their owner what happened.
@@ -355,6 +454,7 @@ class ScannerRegistry:
         self._open.clear()
         self._owned.clear()
         self.partitions = 0
+        self.meter.used = 0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -379,6 +479,7 @@ class ScannerRegistry:
             if sid not in self._open:
                 break
         owner = _owner()
+        scanner.attach(self.meter)
         self._open[sid] = (owner, scanner)
         self.partitions += scanner.width
         self._owned.setdefault(owner, set()).add(sid)
@@ -400,6 +501,7 @@ class ScannerRegistry:
         entry = self._open.pop(sid, None)
         if entry is not None:
             self.partitions -= entry[1].width
+            entry[1].release()
             owned = self._owned.get(entry[0])
             if owned is not None:
                 owned.discard(sid)
@@ -418,6 +520,27 @@ class ScannerRegistry:
         if not (gone is not None and gone == (_owner(), "it reached its end")):
             # Closing a scanner that ran to its end is harmless: clients are told to close.
             self.get(sid)
+
+    def shed(self) -> int:
+        """Forgets the read-ahead of idle scanners, least recently used first, until the rows
+        held are within the limit; returns the bytes freed."""
+        meter = self.meter
+        freed = 0
+        if meter.used <= meter.limit:
+            return 0
+        idle = sorted((s for _, s in self._open.values() if not s.busy), key=lambda s: s.last_used)
+        for scanner in idle:
+            freed += scanner.rewind()
+            if meter.used <= meter.limit:
+                break
+        self.shed_bytes += freed
+        return freed
+
+    def done_reading(self, scanner: Scanner) -> None:
+        """After a read: what it kept counts, and past the limit idle read-ahead goes (this
+        scanner's own too, now that it is idle)."""
+        if self.meter.used > self.meter.limit:
+            self.shed()
 
     def drop_owner(self, owner: int) -> int:
         """Closes every scanner of connection ``owner`` (it went away); returns how many."""

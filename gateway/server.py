@@ -34,6 +34,7 @@ from .wire import (
     BULK_METHODS,
     MessageReader,
     PendingBudget,
+    ReplyBudget,
     RequestLimits,
     SocketWriter,
     set_direct_writer,
@@ -50,6 +51,7 @@ class WireOptions:
     request_timeout: float = 30.0  # seconds a partly received request may stall
     send_timeout: float = 60.0  # seconds a reply may take to be sent
     max_pending_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
+    max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
 
 
 # After a reply larger than this, a connection's output transport is replaced: thriftpy2's
@@ -81,6 +83,7 @@ class ThriftServer:
         self._proto = TCompactProtocolFactory() if wire.compact else TCyBinaryProtocolFactory()
         self._server = StreamServer((host, port), self._handle)
         self.pending = PendingBudget(wire.max_pending_bytes)
+        self.replies = ReplyBudget(wire.max_reply_bytes)
         self._connections: set[socket.socket] = set()
         self.accepted = 0  # connections accepted since start (a metric)
 
@@ -139,7 +142,9 @@ class ThriftServer:
             request_timeout=self.wire.request_timeout,
             budget=self.pending,
         )
-        writer = SocketWriter(sock, self.wire.send_timeout)
+        writer = SocketWriter(sock, self.wire.send_timeout, self.replies)
+        replies = self.replies
+        wait_room = replies.wait_room
         if self.wire.framed:
 
             def write_framed(data: bytes) -> None:
@@ -160,12 +165,20 @@ class ThriftServer:
         try:
             while True:
                 message, method = reader.next_message()
-                if (
-                    fast_put is None
-                    or method not in BULK_METHODS
-                    or not fast_put(message, method, oprot)
-                ):
-                    process(new_protocol(TCyMemoryBuffer(message)), oprot)
+                if method in BULK_METHODS:
+                    if fast_put is None or not fast_put(message, method, oprot):
+                        process(new_protocol(TCyMemoryBuffer(message)), oprot)
+                else:
+                    # Its reply may be large: not while the replies being sent by all
+                    # connections are past --max-reply-bytes (this connection reads nothing
+                    # meanwhile). Puts go on: their replies are a few bytes, and clients that
+                    # never read must not stall producers.
+                    reserved = wait_room()
+                    try:
+                        process(new_protocol(TCyMemoryBuffer(message)), oprot)
+                    finally:
+                        if reserved:
+                            replies.done(reserved)
                 del message
                 if writer.largest > _KEEP_WRITE_BUFFER:
                     writer.largest = 0

@@ -520,6 +520,7 @@ class GatewayService:
             return got
         finally:
             scanner.busy = False
+            self.scanners.done_reading(scanner)
 
     def messageScannerClose(self, id: Any) -> None:
         self.scanners.close(id)

@@ -129,6 +129,55 @@ class PendingBudget:
             freed.set()
 
 
+# What a request that waited for room reserves: the largest reply a scan makes (the service's
+# max_response_bytes) and some.
+REPLY_RESERVE = 17 * 1024 * 1024
+
+
+class ReplyBudget:
+    """The bytes of encoded replies all connections together are sending.
+
+    A client that never reads its replies holds one reply (up to the 16 MiB reply cap) until
+    ``--send-timeout`` drops it: a hundred such clients would hold 1.6 GB. Each reply counts
+    here while it is being sent; past ``limit`` a connection does not start a request whose
+    reply may be large (anything but a put), and reads nothing further meanwhile, until sends
+    finish or their connections are dropped (see :meth:`wait_room`). The replies in flight
+    stay within the limit plus those already being made when it was reached.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1 byte")
+        self.limit = limit
+        self.used = 0
+        self.waits = 0  # times a connection waited before reading (a metric)
+        self._room = gevent.event.Event()
+        self._room.set()
+
+    def add(self, n: int) -> None:
+        self.used += n
+        if self.used > self.limit:
+            self._room.clear()
+
+    def done(self, n: int) -> None:
+        self.used -= n
+        if self.used <= self.limit:
+            self._room.set()
+
+    def wait_room(self) -> int:
+        """Returns once the replies in flight are within the limit, with the bytes it
+        reserved: the caller gives them back (:meth:`done`) once its reply is sent. A request
+        that had to wait reserves ``REPLY_RESERVE`` bytes, so that the requests that waited do
+        not all start together when room comes back (they did: 6 replies of 16 MiB at once)."""
+        if self._room.is_set():
+            return 0
+        self.waits += 1
+        while not self._room.is_set():
+            self._room.wait()
+        self.add(REPLY_RESERVE)
+        return REPLY_RESERVE
+
+
 class MessageReader:
     """Yields the bytes of one checked message at a time from ``sock``.
 
@@ -283,23 +332,36 @@ class SocketWriter:
     buffer grows to the largest reply and never shrinks, so the server replaces it after one.
     """
 
-    __slots__ = ("_sock", "largest", "send_timeout")
+    __slots__ = ("_replies", "_sock", "largest", "send_timeout")
 
-    def __init__(self, sock: socket.socket, send_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        send_timeout: float | None = None,
+        replies: ReplyBudget | None = None,
+    ) -> None:
         self._sock = sock
         self.send_timeout = send_timeout
         self.largest = 0
+        self._replies = replies  # shared by all connections: see ReplyBudget
 
     def write(self, data: bytes) -> None:
-        self.largest = max(self.largest, len(data))
+        n = len(data)
+        self.largest = max(self.largest, n)
         self._sock.settimeout(self.send_timeout)
+        replies = self._replies
+        if replies is not None:
+            replies.add(n)
         try:
             self._sock.sendall(data)
         except TimeoutError:
             raise TTransportException(
                 TTransportException.TIMED_OUT,
-                f"the client read no reply of {len(data)} bytes for {self.send_timeout:g} s",
+                f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
             ) from None
+        finally:
+            if replies is not None:
+                replies.done(n)
 
     def flush(self) -> None:
         pass

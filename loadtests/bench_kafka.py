@@ -164,7 +164,7 @@ class _Produce:
             self.channel.sock.close()
 
 
-def _lean_list_reply(buf: bytearray) -> tuple[int, int] | int:
+def _lean_list_reply(buf: memoryview) -> tuple[int, int] | int:
     """How many messages a messageScannerGetList reply holds, without decoding them."""
     from hqueue import codec
 
@@ -471,6 +471,96 @@ def kafka_latency(kafka: bg.Server, rate: int, seconds: float) -> dict[str, Any]
         "delivered": len(lat),
         "p50_ms": bg.percentile(lat, 0.5),
         "p99_ms": bg.percentile(lat, 0.99),
+    }
+
+
+def _pull_consumer(port: int, queue: str, conn: Any) -> None:
+    """Records (message number, time.time_ns() when ``Queue.pull`` returned it), acking each
+    pull before the next, as a pull consumer does."""
+    import hqueue
+
+    try:
+        with hqueue.Connection(HOST, port, timeout=60) as c:
+            q = c.queue(queue)
+            q.pull("lat", "m1", 1, 0)  # the group exists (from new messages on) before any put
+            conn.send(("ready", None))
+            seen: list[tuple[int, int]] = []
+            quiet_until = None
+            while not (quiet_until and time.monotonic() > quiet_until):
+                # a long poll: it returns as soon as there is a message (the wait only bounds
+                # how long the loop goes without looking at the pipe)
+                got = q.pull("lat", "m1", 1000, 50)
+                now = time.time_ns()
+                seen.extend((int(m.value[:12]), now) for m in got)
+                if got:
+                    q.ack("lat", "m1", got)
+                if conn.poll():
+                    conn.recv()  # the producer is done: drain for a second more
+                    quiet_until = time.monotonic() + 1.0
+        conn.send(("ok", seen))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            conn.send(("error", traceback.format_exc()))
+
+
+def hqueue_pull_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
+    """Put at ``rate`` through the friendly client (``put_lists`` of a 5 ms batch) for
+    ``seconds``; latency from each put call starting to ``Queue.pull`` returning the message in
+    another process (a one-member pull group, acking each pull), and from the put's answer."""
+    import hqueue
+
+    queue = f"pull-latency-{time.time_ns()}"
+    hq_create(port, queue, 1)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_pull_consumer, args=(port, queue, child), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(READY_TIMEOUT) or parent.recv()[0] != "ready":
+            raise RuntimeError("the pull consumer did not start")
+        tick, per_call = 0.005, max(1, round(rate * 0.005))
+        pad = b"x" * (VALUE_BYTES - 12)
+        called: dict[int, int] = {}
+        returned: dict[int, int] = {}
+        with hqueue.Connection(HOST, port, timeout=60) as c:
+            q = c.queue(queue)
+            n, start = 0, time.monotonic()
+            next_at = start
+            while time.monotonic() - start < seconds:
+                values = [b"%012d" % (n + i) + pad for i in range(per_call)]
+                began = time.time_ns()
+                q.put_lists(b"t", values)
+                done = time.time_ns()
+                for i in range(per_call):
+                    called[n + i], returned[n + i] = began, done
+                n += per_call
+                next_at += tick
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+        parent.send("done")
+        if not parent.poll(120):
+            raise RuntimeError("the pull consumer did not report")
+        status, seen = parent.recv()
+        if status != "ok":
+            raise RuntimeError(f"the pull consumer failed:\n{seen}")
+    finally:
+        bg.reap([proc], [parent], grace=10)
+    first: dict[int, int] = {}
+    for k, at in seen:
+        first.setdefault(k, at)  # a message delivered again counts when it first came
+    from_call = sorted((at - called[k]) / 1e6 for k, at in first.items() if k in called)
+    from_reply = sorted((at - returned[k]) / 1e6 for k, at in first.items() if k in returned)
+    if not from_call:
+        raise RuntimeError("no message reached the pull consumer")
+    return {
+        "messages": n,
+        "delivered": len(from_call),
+        "p50_ms": bg.percentile(from_reply, 0.5),
+        "p99_ms": bg.percentile(from_reply, 0.99),
+        "from_call_p50_ms": bg.percentile(from_call, 0.5),
+        "from_call_p99_ms": bg.percentile(from_call, 0.99),
     }
 
 

@@ -243,7 +243,7 @@ def _message_args(args: Any) -> tuple[MessageFilter, Cursor | None, int]:
         partition=parse_int(args.get("partition"), "partition"),
         since_ms=parse_time(args.get("from"), "from"),
         until_ms=parse_time(args.get("to"), "to"),
-        key=args.get("key") or None,
+        key=args.get("key").encode() if args.get("key") else None,
     )
     raw = args.get("before")
     before = Cursor.parse(raw) if raw else None

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import validation
 from ..errors import InvalidArgument
+from ..keys import MAX_KEY_BYTES
 from ..rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
 from ..scanners import Scanner, ScanSpec
 from ..store.base import QueueMeta
@@ -24,6 +25,7 @@ MAX_PAGE = 500
 DEFAULT_PAGE = 50
 SHOWN_BYTES = 1024  # a value is cut after this many bytes (text) or a quarter of it (hex)
 _READ_BYTES = 16 * 1024 * 1024  # bodies read for one page at most
+MAX_KEY_MATCHES = 1000  # messages of one key the key filter pages through
 
 
 class NotFound(InvalidArgument):
@@ -63,7 +65,7 @@ class MessageFilter:
     partition: int | None = None
     since_ms: int | None = None  # inclusive
     until_ms: int | None = None  # exclusive
-    key: str | None = None  # messages have no keys yet (issue 13): refused when set
+    key: bytes | None = None  # only the messages put with this key (findMessagesByKey)
 
 
 def parse_time(raw: str | None, argument: str) -> int | None:
@@ -197,8 +199,8 @@ class ConsoleData:
             raise InvalidArgument("queue", f"queue '{name}' is disabled: enable it to browse")
         if not 1 <= limit <= MAX_PAGE:
             raise InvalidArgument("limit", f"must be 1..{MAX_PAGE}, got {limit}")
-        if flt.key:
-            raise InvalidArgument("key", "messages have no keys yet: leave it empty")
+        if flt.key is not None and not 0 < len(flt.key) <= MAX_KEY_BYTES:
+            raise InvalidArgument("key", f"must be 1..{MAX_KEY_BYTES} bytes")
         if flt.topic is not None and not 0 < len(flt.topic) <= 255:
             raise InvalidArgument("topic", "must be 1..255 bytes")
         partitions = list(range(meta.partitions))
@@ -212,28 +214,42 @@ class ConsoleData:
         stop = None if not flt.since_ms else _below(flt.since_ms)
         page: list[dict[str, Any]] = []
         more = False
-        if start is None or stop is None or start > stop:
+        if flt.key is not None:
+            page, more = self._by_key(meta, flt, partitions, before, limit)
+        elif start is None or stop is None or start > stop:
             spec = ScanSpec(
                 start, stop, None if flt.topic is None else frozenset([flt.topic]), True,
                 limit + 1,
             )  # fmt: skip
             scanner = Scanner(self.store, meta, partitions, spec)
-            more = self._fill(scanner, page, before, limit)
+            more = self._fill(scanner, page, before, limit, self._counters(name))
         nxt = None
         if more and page:
             last = page[-1]
             nxt = str(Cursor(last["id"]["timestamp"], last["id"]["sequence"], last["partition"]))
         return {"queue": name, "messages": page, "next": nxt}
 
+    def _counters(self, name: str) -> Any:
+        """The queue's read counters (``hqueue_read_*``): what the console reads counts there
+        like any client's scan. None without metrics."""
+        return None if self.stats is None else self.stats.queue(name)
+
     @staticmethod
     def _fill(
-        scanner: Scanner, page: list[dict[str, Any]], before: Cursor | None, limit: int
+        scanner: Scanner,
+        page: list[dict[str, Any]],
+        before: Cursor | None,
+        limit: int,
+        counters: Any = None,
     ) -> bool:
         """Reads into ``page`` up to ``limit`` messages; True if there are more after them."""
         while True:
             got = scanner.next_rows(limit + 1 - len(page), _READ_BYTES)
             if not got.rows:
                 return False
+            if counters is not None:
+                counters.read_messages += len(got.rows)
+                counters.read_bytes += sum(len(r[3]) for r in got.rows)
             parts = got.partitions
             for i, (ts, seq, topic, value) in enumerate(got.rows):
                 p = parts if isinstance(parts, int) else parts[i]
@@ -246,15 +262,43 @@ class ConsoleData:
                     continue  # shown on the page that ended at ``before``
                 if len(page) == limit:
                     return True
-                page.append(
-                    {
-                        "partition": p,
-                        "id": {"timestamp": ts, "sequence": seq},
-                        "time": show_time(ts),
-                        "topic": topic.decode("utf-8", "replace"),
-                        "value": show_value(value),
-                    }
-                )
+                page.append(_row(p, ts, seq, topic, value))
+
+    def _by_key(
+        self,
+        meta: QueueMeta,
+        flt: MessageFilter,
+        partitions: list[int],
+        before: Cursor | None,
+        limit: int,
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The messages put with ``flt.key`` (the newest ``MAX_KEY_MATCHES`` of them), with the
+        other filters applied, newest first, paged by the same cursor."""
+        found = self.service.findMessagesByKey(meta.name.encode(), flt.key, MAX_KEY_MATCHES)
+        counters = self._counters(meta.name)
+        if counters is not None and found:
+            counters.read_messages += len(found)
+            counters.read_bytes += sum(len(m.value) for m in found)
+        wanted = set(partitions)
+        rows = []
+        for m in found:
+            ts, seq, p = m.id.timestamp, m.id.sequenceID, m.partitionID
+            if p not in wanted or (flt.topic is not None and m.topic != flt.topic):
+                continue
+            if (flt.since_ms is not None and ts < flt.since_ms) or (
+                flt.until_ms is not None and ts >= flt.until_ms
+            ):
+                continue
+            if before is not None and (ts, seq, p) >= (
+                before.timestamp,
+                before.sequence,
+                before.partition,
+            ):
+                continue
+            rows.append((ts, seq, p, m))
+        rows.sort(key=lambda r: r[:3], reverse=True)
+        page = [_row(p, ts, seq, m.topic, m.value, m.key) for ts, seq, p, m in rows[:limit]]
+        return page, len(rows) > limit
 
     # -- subscribers ----------------------------------------------------------------------
 
@@ -316,6 +360,21 @@ class ConsoleData:
                 }
             )
         return {"this": service.advertise, "gateways": listed, "queues": queues}
+
+
+def _row(
+    p: int, ts: int, seq: int, topic: bytes, value: bytes, key: bytes | None = None
+) -> dict[str, Any]:
+    row = {
+        "partition": p,
+        "id": {"timestamp": ts, "sequence": seq},
+        "time": show_time(ts),
+        "topic": topic.decode("utf-8", "replace"),
+        "value": show_value(value),
+    }
+    if key is not None:
+        row["key"] = key.decode("utf-8", "replace")
+    return row
 
 
 def _below(ms: int) -> MessageId:

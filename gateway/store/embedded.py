@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import json
 import logging
 import os
@@ -67,6 +68,7 @@ from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from .base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .gate import Gate
 from .wal import SEGMENT_BYTES, LogError, WriteAheadLog
 
 log = logging.getLogger(__name__)
@@ -257,9 +259,10 @@ class EmbeddedStore(PartitionStore):
         self.on_log_sync: Callable[[int, int, float, bool], None] | None = None
         self._written: dict[str, None] = {}  # families written in the active log segment
         self._rows: dict[str, int] = {}  # family -> rows put since start (and replayed)
-        # full log segments, oldest first: (last LSN, {family written: its _rows at the end})
-        self._closed: deque[tuple[int, dict[str, int]]] = deque()
-        self._flushes: gevent.queue.Queue[tuple[int, dict[str, int]] | None] = gevent.queue.Queue()
+        # full log segments, oldest first: (log epoch, last LSN, {family written: its _rows at
+        # the end}); a reopen starts a new epoch, and what the old one queued is dropped
+        self._closed: deque[_Closed] = deque()
+        self._flushes: gevent.queue.Queue[_Closed | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
         self._no_spare_until = 0.0  # monotonic time before which no spare is prepared
         self.ttl_sweep_interval = ttl_sweep_interval
@@ -273,6 +276,12 @@ class EmbeddedStore(PartitionStore):
         self._current = _Group()
         self._wake = gevent.event.Event()
         self._admin = gevent.lock.RLock()
+        # Operations that use RocksDB pass the gate; a reopen closes it (see _heal_loop).
+        self._gate = Gate()
+        self._wedged = False  # RocksDB refuses every write after a background error
+        self._bg_errors = 0  # its count of background errors when it was opened
+        self._healer: gevent.Greenlet | None = None
+        self._reopen_needs = 0  # bytes of memtables the reopen flushes
         self._running = False
         self._committer: gevent.Greenlet | None = None
         self._sweeper: gevent.Greenlet | None = None
@@ -286,12 +295,36 @@ class EmbeddedStore(PartitionStore):
 
     def start(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        self._open()
+        self._syncer = Syncer()
+        self._running = True
+        self._committer = gevent.spawn(self._commit_loop)
+        self._log_syncer = gevent.spawn(self._log_sync_loop)
+        self._flusher = gevent.spawn(self._flush_loop)
+        self._sweeper = gevent.spawn(self._sweep_loop)
+        self._expirer = gevent.spawn(self._expire_loop)
+        log.info("embedded store open at %s with %d queue(s)", self.path, len(self._queues))
+
+    def _open(self) -> None:
+        """Opens RocksDB, its queues and families, and replays the write-ahead log into it
+        (at start, and when the store reopens itself: see _heal_loop). On failure everything
+        opened is closed again."""
         try:
             existing = Rdict.list_cf(str(self.path)) if (self.path / "CURRENT").exists() else []
             families = {name: _options() for name in existing if name != "default"}
             self._db = Rdict(str(self.path), _options(), column_families=families)
         except Exception as exc:  # rocksdict raises plain Exception
             raise StoreError(f"cannot open the embedded store at {self.path}: {exc}") from exc
+        try:
+            self._load(existing)
+        except BaseException:
+            self._close()
+            raise
+        self._bg_errors = self._db.property_int_value("rocksdb.background-errors") or 0
+
+    def _load(self, existing: list[str]) -> None:
+        assert self._db is not None
+        self._queues = {}
         layouts: dict[str, _Layout] = {}
         for key, value in self._db.items(from_key=_META_PREFIX):
             assert isinstance(key, bytes) and isinstance(value, bytes)  # raw mode
@@ -311,16 +344,24 @@ class EmbeddedStore(PartitionStore):
         self._open_extras(create=EXTRAS_FAMILY not in existing)
         try:
             self._replay()
-            self._syncer = Syncer()
         except (OSError, LogError, ValueError) as exc:
             raise StoreError(f"cannot recover the log in {self._wal.dir}: {exc}") from exc
-        self._running = True
-        self._committer = gevent.spawn(self._commit_loop)
-        self._log_syncer = gevent.spawn(self._log_sync_loop)
-        self._flusher = gevent.spawn(self._flush_loop)
-        self._sweeper = gevent.spawn(self._sweep_loop)
-        self._expirer = gevent.spawn(self._expire_loop)
-        log.info("embedded store open at %s with %d queue(s)", self.path, len(self._queues))
+
+    def _close(self) -> None:
+        """Closes the log and RocksDB without flushing anything (what RocksDB loses, the log
+        holds). Every reference to RocksDB must be gone before it can be opened again: it
+        keeps its lock file while a family, handle or iterator lives."""
+        self._wal.close()
+        self._families.clear()
+        self._extras = None
+        self._cursors.drop()
+        if self._db is not None:
+            try:
+                self._db.close()
+            except Exception as exc:
+                log.warning("closing the embedded store: %s", exc)
+            self._db = None
+        gc.collect()  # a traceback kept in a cycle may still hold an iterator
 
     def stop(self) -> None:
         if not self._running:
@@ -330,6 +371,8 @@ class EmbeddedStore(PartitionStore):
             self._sweeper.kill()
         if self._expirer is not None:
             self._expirer.kill()
+        if self._healer is not None:
+            self._healer.kill()
         self._wake.set()
         if self._committer is not None:
             self._committer.join()
@@ -342,25 +385,23 @@ class EmbeddedStore(PartitionStore):
             self._flusher.join()
         if self._spare is not None:
             self._spare.join()
-        try:  # a clean stop leaves nothing to replay
-            self._flush_families(self._live_families())
-            self._wal.write_checkpoint(self._wal.last_lsn)
-        except Exception as exc:
-            log.warning("checkpointing the write-ahead log: %s", exc)
+        # A clean stop leaves nothing to replay; a wedged RocksDB (or one that was being
+        # reopened) holds only part of the log: the next start replays it.
+        if not self._wedged and self._db is not None:
+            try:
+                self._flush_families(self._live_families())
+                self._wal.write_checkpoint(self._wal.last_lsn)
+            except Exception as exc:
+                log.warning("checkpointing the write-ahead log: %s", exc)
         if self._syncer is not None:
             self._syncer.close()
             self._syncer = None
-        self._wal.close()
-        self._families.clear()
-        self._extras = None
-        self._cursors.drop()
         if self._db is not None:
             try:
                 self._db.flush_wal(True)
-                self._db.close()
             except Exception as exc:
                 log.warning("closing the embedded store: %s", exc)
-            self._db = None
+        self._close()
 
     # -- metadata -------------------------------------------------------------------------
 
@@ -371,26 +412,27 @@ class EmbeddedStore(PartitionStore):
         return self._queues.get(name)
 
     def create_queue(self, meta: QueueMeta) -> QueueMeta:
-        self._check_space()
-        with self._admin:  # admin changes yield on sync; one at a time
-            if meta.name in self._queues:
-                raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
-            meta = meta.with_changes(generation=self._next_generation())
-            layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
-            try:
-                self._open_families(meta.name, layout, create=True)
-                self._save_meta(meta)
-            except BaseException:
-                self._families.pop(meta.name, None)
-                self._undo_families(layout)
-                with contextlib.suppress(Exception):
-                    self._db_required().delete(_META_PREFIX + meta.name.encode(), self._no_sync)
-                raise
-            self._queues[meta.name] = meta
-            return meta
+        with self._gate.passing():  # see _heal_loop
+            self._check_space()
+            with self._admin:  # admin changes yield on sync; one at a time
+                if meta.name in self._queues:
+                    raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
+                meta = meta.with_changes(generation=self._next_generation())
+                layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
+                try:
+                    self._open_families(meta.name, layout, create=True)
+                    self._save_meta(meta)
+                except BaseException:
+                    self._families.pop(meta.name, None)
+                    self._undo_families(layout)
+                    with contextlib.suppress(Exception):
+                        self._db_required().delete(_META_PREFIX + meta.name.encode(), self._no_sync)
+                    raise
+                self._queues[meta.name] = meta
+                return meta
 
     def delete_queue(self, name: str) -> None:
-        with self._admin:  # admin changes yield on sync; one at a time
+        with self._gate.passing(), self._admin:  # see _heal_loop; one admin change at a time
             self._require(name)
             self._db_call(self._db_required().delete, _META_PREFIX + name.encode(), self._no_sync)
             self._await_sync()
@@ -399,58 +441,64 @@ class EmbeddedStore(PartitionStore):
             self._drop_extras(old.generation)
 
     def truncate_queue(self, name: str) -> QueueMeta:
-        self._check_space()
-        with self._admin:  # admin changes yield on sync; one at a time
-            old = self._require(name)
-            new = old.with_changes(generation=self._next_generation())
-            old_families = self._families[name]
-            in_use = self._families_in_use() - old_families[0].families
-            layout = _Layout.of(new, families_for(new, in_use))
-            try:
-                # Puts go on into the old families while the new ones are made (off the loop).
-                opened = self._make_families(layout)
-                self._families[name] = (layout, opened)
-                self._save_meta(new)
-            except BaseException:
-                # All or nothing: a truncate that failed (a full disk: RocksDB could not write
-                # its OPTIONS file) left the queue without families, answering IllegalArgument
-                # for good. Put the old generation back and forget the new one.
-                self._families[name] = old_families
-                self._undo_families(layout)
-                with contextlib.suppress(Exception):
-                    self._save_meta(old)
-                raise
-            self._queues[name] = new
-            self._drop(old_families[0])
-            self._drop_extras(old.generation)
-            return new
+        with self._gate.passing():  # see _heal_loop
+            self._check_space()
+            with self._admin:  # admin changes yield on sync; one at a time
+                old = self._require(name)
+                new = old.with_changes(generation=self._next_generation())
+                old_families = self._families[name]
+                in_use = self._families_in_use() - old_families[0].families
+                layout = _Layout.of(new, families_for(new, in_use))
+                try:
+                    # Puts go on into the old families while the new ones are made (off the loop).
+                    opened = self._make_families(layout)
+                    self._families[name] = (layout, opened)
+                    self._save_meta(new)
+                except BaseException:
+                    # All or nothing: a truncate that failed (a full disk: RocksDB could not write
+                    # its OPTIONS file) left the queue without families, answering IllegalArgument
+                    # for good. Put the old generation back and forget the new one.
+                    self._families[name] = old_families
+                    self._undo_families(layout)
+                    with contextlib.suppress(Exception):
+                        self._save_meta(old)
+                    raise
+                self._queues[name] = new
+                self._drop(old_families[0])
+                self._drop_extras(old.generation)
+                return new
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
-        self._check_space()
-        with self._admin:  # admin changes yield on sync; one at a time
-            meta = self._require(name).with_changes(enabled=enabled)
-            self._save_meta(meta)
-            self._queues[name] = meta
-            return meta
+        with self._gate.passing():  # see _heal_loop
+            self._check_space()
+            with self._admin:  # admin changes yield on sync; one at a time
+                meta = self._require(name).with_changes(enabled=enabled)
+                self._save_meta(meta)
+                self._queues[name] = meta
+                return meta
 
     # -- small metadata records -----------------------------------------------------------
 
     def get_record(self, namespace: str, key: str) -> bytes | None:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         value = self._db_call(self._db_required().get, _record_key(namespace, key))
         return value if isinstance(value, bytes) else None
 
     def put_record(self, namespace: str, key: str, value: bytes) -> None:
-        self._check_space()
-        db = self._db_required()
-        self._db_call(db.put, _record_key(namespace, key), value, self._no_sync)
-        self._await_sync()
+        with self._gate.passing():  # see _heal_loop
+            self._check_space()
+            db = self._db_required()
+            self._db_call(db.put, _record_key(namespace, key), value, self._no_sync)
+            self._await_sync()
 
     def delete_record(self, namespace: str, key: str) -> None:
-        db = self._db_required()
-        self._db_call(db.delete, _record_key(namespace, key), self._no_sync)
-        self._await_sync()
+        with self._gate.passing():  # see _heal_loop
+            db = self._db_required()
+            self._db_call(db.delete, _record_key(namespace, key), self._no_sync)
+            self._await_sync()
 
     def list_records(self, namespace: str, prefix: str = "") -> list[tuple[str, bytes]]:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         start = _record_key(namespace, prefix)
         skip = len(_record_key(namespace, ""))
         out: list[tuple[str, bytes]] = []
@@ -464,27 +512,31 @@ class EmbeddedStore(PartitionStore):
     # -- message keys and properties ------------------------------------------------------
 
     def put_extras(self, queue: QueueMeta, items: Sequence[Extra]) -> None:
-        if not items:
-            return
-        self._check_space()
-        self._family(queue, 0)  # the queue's generation is still current
-        _, handle = self._extras_family()
-        gen = _GEN.pack(queue.generation)
-        width = _bucket_ms(queue)
-        batch = WriteBatch(raw_mode=True)
-        for partition, (ts, seq), key, value in items:
-            batch.put(gen + b"E" + _VALUE_AT.pack(ts, seq, partition), value, handle)
-            if key is not None:
-                at = _INVERTED.pack(rowkey.MAX_TIMESTAMP - ts, rowkey.MAX_SEQUENCE - seq, partition)
-                entry = gen + b"K" + _BUCKET.pack(ts // width) + bytes((len(key),)) + key + at
-                batch.put(entry, b"", handle)
-        self._db_call(self._db_required().write, batch, self._no_sync)  # RocksDB's own log
-        self._has_extras[queue.generation] = True
-        self._await_sync()
+        with self._gate.passing():  # see _heal_loop
+            if not items:
+                return
+            self._check_space()
+            self._family(queue, 0)  # the queue's generation is still current
+            _, handle = self._extras_family()
+            gen = _GEN.pack(queue.generation)
+            width = _bucket_ms(queue)
+            batch = WriteBatch(raw_mode=True)
+            for partition, (ts, seq), key, value in items:
+                batch.put(gen + b"E" + _VALUE_AT.pack(ts, seq, partition), value, handle)
+                if key is not None:
+                    at = _INVERTED.pack(
+                        rowkey.MAX_TIMESTAMP - ts, rowkey.MAX_SEQUENCE - seq, partition
+                    )
+                    entry = gen + b"K" + _BUCKET.pack(ts // width) + bytes((len(key),)) + key + at
+                    batch.put(entry, b"", handle)
+            self._db_call(self._db_required().write, batch, self._no_sync)  # RocksDB's own log
+            self._has_extras[queue.generation] = True
+            self._await_sync()
 
     def get_extras(
         self, queue: QueueMeta, partition: int, ids: Sequence[MessageId]
     ) -> dict[MessageId, bytes]:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         if not ids:
             return {}
         cf, _ = self._extras_family()
@@ -496,40 +548,42 @@ class EmbeddedStore(PartitionStore):
         return {mid: v for mid, v in zip(wanted, values, strict=True) if v is not None}
 
     def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
-        if not self.has_extras(queue):
-            return []
-        cf, _ = self._extras_family()
-        gen = _GEN.pack(queue.generation)
-        width = _bucket_ms(queue)
-        now = wall_clock_ms()
-        cutoff = now - queue.ttl_seconds * 1000
-        found: list[tuple[int, MessageId]] = []
-        tail = bytes((len(key),)) + key
-        # from the bucket after now (ids may run a little ahead of the clock) down to the
-        # bucket of the cutoff
-        for bucket in range(now // width + 1, cutoff // width - 1, -1):
-            prefix = gen + b"K" + _BUCKET.pack(bucket) + tail
-            it = cf.iter(ReadOptions())
-            it.seek(prefix)
-            while it.valid():
-                entry = it.key()
-                if not entry.startswith(prefix) or len(entry) != len(prefix) + _INVERTED.size:
-                    if not entry.startswith(prefix):
-                        break
-                    it.next()  # a longer key that begins with this one
-                    continue
-                inv_ts, inv_seq, partition = _INVERTED.unpack_from(entry, len(prefix))
-                ts = rowkey.MAX_TIMESTAMP - inv_ts
-                if ts < cutoff:
-                    break  # the rest of this bucket is older still
-                found.append((partition, MessageId(ts, rowkey.MAX_SEQUENCE - inv_seq)))
-                if len(found) >= limit:
-                    return found
-                it.next()
-            gevent.sleep(0)
-        return found
+        with self._gate.passing():  # see _heal_loop
+            if not self.has_extras(queue):
+                return []
+            cf, _ = self._extras_family()
+            gen = _GEN.pack(queue.generation)
+            width = _bucket_ms(queue)
+            now = wall_clock_ms()
+            cutoff = now - queue.ttl_seconds * 1000
+            found: list[tuple[int, MessageId]] = []
+            tail = bytes((len(key),)) + key
+            # from the bucket after now (ids may run a little ahead of the clock) down to the
+            # bucket of the cutoff
+            for bucket in range(now // width + 1, cutoff // width - 1, -1):
+                prefix = gen + b"K" + _BUCKET.pack(bucket) + tail
+                it = cf.iter(ReadOptions())
+                it.seek(prefix)
+                while it.valid():
+                    entry = it.key()
+                    if not entry.startswith(prefix) or len(entry) != len(prefix) + _INVERTED.size:
+                        if not entry.startswith(prefix):
+                            break
+                        it.next()  # a longer key that begins with this one
+                        continue
+                    inv_ts, inv_seq, partition = _INVERTED.unpack_from(entry, len(prefix))
+                    ts = rowkey.MAX_TIMESTAMP - inv_ts
+                    if ts < cutoff:
+                        break  # the rest of this bucket is older still
+                    found.append((partition, MessageId(ts, rowkey.MAX_SEQUENCE - inv_seq)))
+                    if len(found) >= limit:
+                        return found
+                    it.next()
+                gevent.sleep(0)
+            return found
 
     def has_extras(self, queue: QueueMeta) -> bool:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         known = self._has_extras.get(queue.generation)
         if known is None:
             cf, _ = self._extras_family()
@@ -587,6 +641,7 @@ class EmbeddedStore(PartitionStore):
     # -- data -----------------------------------------------------------------------------
 
     def last_id(self, queue: QueueMeta, partition: int) -> MessageId | None:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         _, (cf, _) = self._family(queue, partition)
         ro = ReadOptions()
         ro.set_iterate_upper_bound(rowkey.partition_end(partition))
@@ -598,58 +653,67 @@ class EmbeddedStore(PartitionStore):
         return MessageId(ts, seq) if p == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
-        self._check_space()
-        db = self._db_required()
-        parts: list[bytes] = []
-        rows: list[tuple[Any, bytes]] = []
-        group = self._log_group
-        floors = group.floors
-        names: list[tuple[str, int]] = []  # (family, rows) per batch
-        for partition, keys, topics, values in batches:
-            if not keys:
-                continue
-            layout, (_, handle) = self._family(queue, partition)
-            name = layout.name_of(partition)
-            cells = wal_cells(keys, topics, values)
-            raw_name = name.encode()
-            parts += (_BLOCK.pack(len(raw_name), len(cells)), raw_name, cells)
-            rows.append((handle, cells))
-            names.append((name, len(keys)))
-            floors.setdefault((layout.base, partition), keys[0])
-        if not rows:
-            return
-        try:
-            closed = self._wal.append(parts)
-            if closed is not None:  # a full segment ended at LSN ``closed``
-                rows_at = {name: self._rows[name] for name in self._written}
-                self._closed.append((closed, rows_at))
-                self._written = {}
-                while len(self._closed) > LOG_SEGMENTS_KEPT:
-                    self._flushes.put(self._closed.popleft())
-        except (OSError, LogError) as exc:
-            raise StoreError(_explain(exc, "writing the write-ahead log failed")) from exc
-        for name, count in names:
-            self._written[name] = None
-            self._rows[name] = self._rows.get(name, 0) + count
-        group.dirty = True
-        group.puts += 1
-        group.messages += sum(count for _, count in names)
-        if self._log_flushing is None:
-            self._kick_log_sync()
-        # The sync runs on its own thread while the memtable fills here.
-        batch = WriteBatch(raw_mode=True)
-        for handle, cells in rows:
-            put_wal_cells(batch.put, handle, cells)
-        self._db_call(db.write, batch, self._no_wal)
-        if (
-            self._spare is None
-            and self._wal.wants_spare()
-            and time.monotonic() >= self._no_spare_until
-        ):
-            self._spare = gevent.spawn(self._make_spare)
-        group.done.wait()
-        if group.error is not None:
-            raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
+        with self._gate.passing():  # see _heal_loop
+            self._check_space()
+            db = self._db_required()
+            parts: list[bytes] = []
+            rows: list[tuple[Any, bytes]] = []
+            group = self._log_group
+            floors = group.floors
+            names: list[tuple[str, int]] = []  # (family, rows) per batch
+            for partition, keys, topics, values in batches:
+                if not keys:
+                    continue
+                layout, (_, handle) = self._family(queue, partition)
+                name = layout.name_of(partition)
+                cells = wal_cells(keys, topics, values)
+                raw_name = name.encode()
+                parts += (_BLOCK.pack(len(raw_name), len(cells)), raw_name, cells)
+                rows.append((handle, cells))
+                names.append((name, len(keys)))
+                floors.setdefault((layout.base, partition), keys[0])
+            if not rows:
+                return
+            try:
+                closed = self._wal.append(parts)
+                if closed is not None:  # a full segment ended at LSN ``closed``
+                    rows_at = {name: self._rows[name] for name in self._written}
+                    self._closed.append(_Closed(self._wal.epoch, closed, rows_at))
+                    self._written = {}
+                    while len(self._closed) > LOG_SEGMENTS_KEPT:
+                        self._flushes.put(self._closed.popleft())
+            except (OSError, LogError) as exc:
+                raise StoreError(_explain(exc, "writing the write-ahead log failed")) from exc
+            for name, count in names:
+                self._written[name] = None
+                self._rows[name] = self._rows.get(name, 0) + count
+            group.dirty = True
+            group.puts += 1
+            group.messages += sum(count for _, count in names)
+            if self._log_flushing is None:
+                self._kick_log_sync()
+            # The sync runs on its own thread while the memtable fills here.
+            batch = WriteBatch(raw_mode=True)
+            for handle, cells in rows:
+                put_wal_cells(batch.put, handle, cells)
+            try:
+                db.write(batch, self._no_wal)
+            except Exception as exc:
+                if not self._note_failure():
+                    raise StoreError(_explain(exc, "embedded store")) from exc
+                # RocksDB stopped writing (a flush failed for want of space), but this put's
+                # record is in the log: once synced it is as durable as any other and the
+                # reopen applies it (see _heal_loop). Refusing it would let a client's retry
+                # store it twice.
+            if (
+                self._spare is None
+                and self._wal.wants_spare()
+                and time.monotonic() >= self._no_spare_until
+            ):
+                self._spare = gevent.spawn(self._make_spare)
+            group.done.wait()
+            if group.error is not None:
+                raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
 
     def scan(
         self,
@@ -663,6 +727,7 @@ class EmbeddedStore(PartitionStore):
         limit: int,
         max_bytes: int | None = None,
     ) -> ScanResult:
+        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
         layout, (cf, _) = self._family(queue, partition)
         if max_bytes is None:
             max_bytes = 1 << 62
@@ -745,6 +810,7 @@ class EmbeddedStore(PartitionStore):
                 pool.apply(self._db_required().flush_wal, (True,))
             except Exception as exc:
                 log.error("WAL sync failed: %s", exc)
+                self._note_failure()
                 group.error = exc
             group.done.set()
 
@@ -787,24 +853,33 @@ class EmbeddedStore(PartitionStore):
             item = self._flushes.get()
             if item is None:
                 return
-            lsn, rows_at = item
+            epoch, lsn, rows_at = item
             while not self._flushes.empty():  # catch up: one flush for all that waited
                 more = self._flushes.peek()
                 if more is None:
                     break
                 self._flushes.get()
-                lsn, rows_at = more[0], {**rows_at, **more[1]}  # the later count wins
-            while True:
+                epoch, lsn = more.epoch, more.lsn
+                rows_at = {**rows_at, **more.rows_at}  # the later count wins
+            while self._running:
+                if self._wedged:  # no checkpoint while RocksDB may lack rows: the reopen
+                    gevent.sleep(0.2)  # flushes everything and makes this item stale
+                    continue
                 try:
-                    self._flush_families(self._holding_rows_before(rows_at), pool)
-                    pool.apply(self._wal.write_checkpoint, (lsn,))
+                    with self._gate.passing():
+                        # A reopen replayed and flushed the log and began a new epoch: what
+                        # was queued before it is done (and its LSNs must not be checkpointed).
+                        if epoch == self._wal.epoch:
+                            self._flush_families(self._holding_rows_before(rows_at), pool)
+                            pool.apply(self._wal.write_checkpoint, (lsn,))
+                            self._wal.release(lsn)
                     break
                 except Exception as exc:
+                    self._note_failure()
                     log.error("flushing for the write-ahead log failed (will retry): %s", exc)
-                    gevent.sleep(1.0)
-                    if not self._running:
-                        return
-            self._wal.release(lsn)
+                # not in the except block: its traceback holds column families, and RocksDB
+                # cannot be reopened while any of them lives
+                gevent.sleep(1.0)
 
     def _holding_rows_before(self, rows_at: dict[str, int]) -> dict[str, tuple[Rdict, Any]]:
         """The live families among ``rows_at`` whose memtables may still hold rows put before
@@ -866,7 +941,8 @@ class EmbeddedStore(PartitionStore):
                 batch = WriteBatch(raw_mode=True)
                 rows += _apply_record(payload, batch.put, handles)
                 db.write(batch, self._no_wal)
-            self._flush_families(live)
+            # off the loop when the store reopens itself (see _heal_loop)
+            self._flush_families(live, gevent.get_hub().threadpool if self._running else None)
             log.info("replayed %d log record(s), %d message(s)", len(records), rows)
         self._wal.start()
 
@@ -903,16 +979,18 @@ class EmbeddedStore(PartitionStore):
         ranges: list[tuple[bytes, bytes]] = []  # of the extras family, to compact
         for meta in list(self._queues.values()):
             try:
-                ranges += self._sweep_extras(meta, now_ms - meta.ttl_seconds * 1000)
-                swept += self._sweep_queue(meta, now_ms - meta.ttl_seconds * 1000)
+                with self._gate.passing():
+                    ranges += self._sweep_extras(meta, now_ms - meta.ttl_seconds * 1000)
+                    swept += self._sweep_queue(meta, now_ms - meta.ttl_seconds * 1000)
             except HQueueError as exc:  # truncated or deleted meanwhile: nothing to sweep
                 if self._queues.get(meta.name) == meta:
                     raise
                 log.debug("skipping the TTL sweep of %s: %s", meta.name, exc)
-        if ranges and self._extras is not None:
-            cf, pool = self._extras[0], gevent.get_hub().threadpool
-            for begin, end in ranges:
-                pool.apply(cf.compact_range, (begin, end))
+        with self._gate.passing():
+            if ranges and self._extras is not None:
+                cf, pool = self._extras[0], gevent.get_hub().threadpool
+                for begin, end in ranges:
+                    pool.apply(cf.compact_range, (begin, end))
         return swept
 
     def _sweep_queue(self, meta: QueueMeta, cutoff: int) -> int:
@@ -949,20 +1027,25 @@ class EmbeddedStore(PartitionStore):
     # -- helpers --------------------------------------------------------------------------
 
     def _check_space(self) -> None:
-        """Refuses writes once the disk has less than ``DISK_RESERVE_BYTES`` free.
+        """Refuses writes once the disk has less than ``DISK_RESERVE_BYTES`` free, and while
+        RocksDB is wedged (see _heal_loop).
 
         Why: a write to RocksDB's own log (queue metadata, small records) that fails for want
         of space puts RocksDB in a background-error state that refuses every later write, even
-        once space is freed, until the process restarts (rocksdict cannot resume it). Stopping
-        short of the full disk keeps that from happening; deleting a queue and deleting
-        records are not refused, so freeing space through the gateway still works.
+        once space is freed (rocksdict cannot resume it). Stopping short of the full disk keeps
+        that from happening; deleting a queue and deleting records are not refused, so freeing
+        space through the gateway still works. A memtable flush larger than the reserve can
+        still fail: then the store reopens RocksDB once there is room again.
         """
-        try:
-            st = os.statvfs(self.path)
-        except OSError:
-            return
-        free = st.f_bavail * st.f_frsize
-        if free < DISK_RESERVE_BYTES:
+        if self._wedged:
+            raise StoreError(
+                f"the disk is full: RocksDB stopped writing when it found no room to flush in "
+                f"{self.path}; the store reopens it by itself once "
+                f"{(DISK_RESERVE_BYTES + self._reopen_needs) >> 20} MiB are free: free space "
+                "(e.g. remove files) and retry"
+            )
+        free = _free_bytes(self.path)
+        if free is not None and free < DISK_RESERVE_BYTES:
             raise StoreError(
                 f"the disk is full: {free >> 10} KiB free in {self.path}, below the "
                 f"{DISK_RESERVE_BYTES >> 20} MiB the store keeps in reserve; free space (e.g. "
@@ -974,12 +1057,92 @@ class EmbeddedStore(PartitionStore):
             raise StoreError("the embedded store is closed")
         return self._db
 
-    @staticmethod
-    def _db_call(fn: Any, *args: Any) -> Any:
+    def _db_call(self, fn: Any, *args: Any) -> Any:
         try:
             return fn(*args)
         except Exception as exc:
+            self._note_failure()
             raise StoreError(_explain(exc, "embedded store")) from exc
+
+    # -- a wedged RocksDB -----------------------------------------------------------------
+
+    def _note_failure(self) -> bool:
+        """After a failed RocksDB call: whether RocksDB is wedged (it counted a background
+        error since it was opened: a flush or a write to its log failed, and from then on it
+        refuses every write until it is reopened). The first time, starts the healer."""
+        if self._wedged:
+            return True
+        db = self._db
+        if db is None:
+            return False
+        try:
+            errors = db.property_int_value("rocksdb.background-errors") or 0
+        except Exception:
+            return False
+        if errors <= self._bg_errors:
+            return False
+        self._wedged = True
+        # the reopen flushes what the memtables hold: it waits for that much room
+        with contextlib.suppress(Exception):
+            self._reopen_needs = db.property_int_value("rocksdb.cur-size-all-mem-tables") or 0
+        log.error(
+            "RocksDB stopped accepting writes after a background error (a flush found the disk "
+            "full?); writes are refused until it is reopened, once %d MiB are free in %s",
+            (DISK_RESERVE_BYTES + self._reopen_needs) >> 20,
+            self.path,
+        )
+        if self._running and self._healer is None:
+            self._healer = gevent.spawn(self._heal_loop)
+        return True
+
+    def _heal_loop(self) -> None:
+        """Reopens a wedged RocksDB in this process once the disk has room again.
+
+        RocksDB stays in its background-error state after a failed flush however much space is
+        freed, and rocksdict cannot ask it to resume: before this, puts failed until the
+        gateway restarted. Reopening is what a restart did: the operations using RocksDB
+        finish and new ones wait (the gate), RocksDB and the log are closed and opened again,
+        and the log's records since its checkpoint, every acknowledged put that RocksDB's
+        files may lack, are applied and flushed before writes are accepted again.
+        """
+        began = time.monotonic()
+        delay = 0.25
+        try:
+            while self._running:
+                gevent.sleep(delay)
+                free = _free_bytes(self.path)
+                if free is not None and free < DISK_RESERVE_BYTES + self._reopen_needs:
+                    continue
+                try:
+                    self._reopen()
+                except Exception as exc:
+                    delay = min(2 * delay, 5.0)
+                    log.warning(
+                        "reopening the embedded store failed (retrying in %.1f s): %s",
+                        delay,
+                        _explain(exc, "reopen"),
+                    )
+                    continue
+                self._wedged = False
+                log.warning(
+                    "embedded store reopened %.1f s after RocksDB stopped writing; writes are "
+                    "accepted again",
+                    time.monotonic() - began,
+                )
+                return
+        finally:
+            self._healer = None
+
+    def _reopen(self) -> None:
+        with self._gate.closed():
+            if self._spare is not None:  # it would add a segment to the closed log
+                self._spare.join()
+            while self._log_flushing is not None:
+                self._log_flushing.done.wait()
+            self._close()
+            self._closed.clear()  # segments of the old epoch: the replay covers them
+            self._written = {}
+            self._open()
 
     def _require(self, name: str) -> QueueMeta:
         meta = self._queues.get(name)
@@ -1057,6 +1220,22 @@ class EmbeddedStore(PartitionStore):
         raw = meta.to_json(**extra)
         self._db_call(db.put, _META_PREFIX + meta.name.encode(), raw, self._no_sync)
         self._await_sync()
+
+
+class _Closed(NamedTuple):
+    """A full log segment waiting for its families to be flushed (see _flush_loop)."""
+
+    epoch: int  # the log's epoch when it filled
+    lsn: int  # its last record
+    rows_at: dict[str, int]  # family written -> its _rows count at the end
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _apply_record(payload: bytes, put: Any, handles: dict[bytes, Any]) -> int:

@@ -348,7 +348,7 @@ class HBaseStore(PartitionStore):
         reverse: bool,
         topics: Collection[bytes] | None,
         limit: int,
-        max_bytes: int | None = None,  # a hint; HBase's scanner caching bounds a chunk already
+        max_bytes: int | None = None,
     ) -> ScanResult:
         if lower >= upper:
             return ScanResult([], None, 0)
@@ -367,7 +367,7 @@ class HBaseStore(PartitionStore):
         table = schema.table_name(self.address.namespace, queue.name)
         rows, exhausted = self._scans.scan(
             table, partition, lower, upper, start, stop,
-            reverse=reverse, columns=columns, limit=limit,
+            reverse=reverse, columns=columns, limit=limit, max_bytes=max_bytes,
         )  # fmt: skip
         size = sum(len(r[2]) + len(r[3]) for r in rows)
         resume = (

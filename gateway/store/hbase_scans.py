@@ -32,8 +32,11 @@ from .base import Row
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1000  # rows per scannerGetList
-MAX_BYTES = 8 << 20  # per scan call, roughly (whole chunks)
+CHUNK = 1000  # rows per scannerGetList at most
+MAX_BYTES = 8 << 20  # per scan call at most (the caller's max_bytes may ask for less)
+# Rows asked for by the first scannerGetList of a scanner, before any row size is known: a
+# chunk of 1000 rows of 1 MiB would be read whole (and one more read ahead) for a 16 MiB reply.
+FIRST_CHUNK = 16
 PREFIX_LEN = len(b"message:")
 # scannerGetList(1: ScannerID id, 2: i32 nbRows), binary protocol, strict header, seqid 0
 _GET_LIST = struct.Struct(">4si14si3si3sib")
@@ -44,7 +47,17 @@ Key = tuple[bytes, bytes, bool, tuple[bytes, ...]]  # table, next position, reve
 
 
 class _Open:
-    __slots__ = ("ahead", "buffer", "error", "exhausted", "lower", "sid", "upper", "used")
+    __slots__ = (
+        "ahead",
+        "buffer",
+        "error",
+        "exhausted",
+        "lower",
+        "row_bytes",
+        "sid",
+        "upper",
+        "used",
+    )
 
     def __init__(self, sid: int, lower: bytes, upper: bytes) -> None:
         self.sid = sid
@@ -55,6 +68,20 @@ class _Open:
         self.ahead: gevent.Greenlet | None = None
         self.error: BaseException | None = None
         self.used = time.monotonic()
+        self.row_bytes = 0  # estimated bytes (topic + value) of a row; 0: none seen yet
+
+    def rows_for(self, budget: int, most: int) -> int:
+        """How many rows to ask HBase for so that they hold about ``budget`` bytes."""
+        if not self.row_bytes:
+            return max(1, min(most, FIRST_CHUNK))
+        return max(1, min(most, budget // self.row_bytes))
+
+    def learn(self, rows: list[Row]) -> None:
+        """Updates the row size estimate: this chunk's mean, but shrinking by half at most
+        per chunk, so a run of small rows after large ones does not ask for a huge chunk."""
+        if rows:
+            mean = sum(len(r[2]) + len(r[3]) for r in rows) // len(rows) + 1
+            self.row_bytes = max(mean, self.row_bytes // 2)
 
 
 class ResidentScans:
@@ -99,9 +126,13 @@ class ResidentScans:
         reverse: bool,
         columns: list[bytes],
         limit: int,
+        max_bytes: int | None = None,
     ) -> tuple[list[Row], bool]:
         """Up to ``limit`` rows of ``lower <= key < upper`` of one partition (HBase's own
-        ``start``/``stop`` for them given) and whether the range is exhausted."""
+        ``start``/``stop`` for them given), fewer once their topics and values reach
+        ``max_bytes``, and whether the range is exhausted. Chunks are sized by the rows seen
+        so far, so that about ``max_bytes`` is read (and about as much read ahead)."""
+        budget = MAX_BYTES if max_bytes is None else max(1, min(max_bytes, MAX_BYTES))
         cols = tuple(columns)
         entry = self._open.pop((table, upper if reverse else lower, reverse, cols), None)
         if entry is not None and not (
@@ -111,7 +142,7 @@ class ResidentScans:
             entry = None
         if entry is not None:
             try:
-                rows = self._read(entry, limit)
+                rows = self._read(entry, limit, budget)
             except StoreError as exc:  # expired lease, HBase restarted: read afresh
                 log.debug("resident HBase scanner failed (%s); opening a new one", exc)
                 self._close(entry)
@@ -124,7 +155,7 @@ class ResidentScans:
             sid = self._call(lambda c: c.scannerOpenWithScan(table, spec, {}))
             entry = _Open(sid, lower, upper)
             try:
-                rows = self._read(entry, limit)
+                rows = self._read(entry, limit, budget)
             except BaseException:
                 self._close(entry)
                 raise
@@ -143,27 +174,44 @@ class ResidentScans:
         last = rowkey.encode(partition, rows[-1][0], rows[-1][1])
         self._keep((table, last if reverse else last + b"\x00", reverse, cols), entry)
         if not entry.buffer:
-            entry.ahead = gevent.spawn(self._fetch_ahead, entry, min(limit, CHUNK))
+            ahead = entry.rows_for(budget, min(limit, CHUNK))
+            entry.ahead = gevent.spawn(self._fetch_ahead, entry, ahead)
         return rows, False
 
-    def _read(self, entry: _Open, limit: int) -> list[Row]:
+    def _read(self, entry: _Open, limit: int, budget: int) -> list[Row]:
+        """Up to ``limit`` rows, stopping once they hold ``budget`` bytes; rows read past
+        that stay in ``entry.buffer`` for the next call."""
         if entry.ahead is not None:
             entry.ahead.join()
             entry.ahead = None
         if entry.error is not None:
             error, entry.error = entry.error, None
             raise StoreError(str(error)) from error
-        rows = entry.buffer[:limit]
-        entry.buffer = entry.buffer[limit:]
-        size = 0
-        while len(rows) < limit and not entry.exhausted and size < MAX_BYTES:
-            want = min(CHUNK, limit - len(rows))
+        rows: list[Row] = []
+        size = self._take(entry, rows, limit, budget, 0)
+        while len(rows) < limit and not entry.exhausted and size < budget:
+            want = entry.rows_for(budget - size, min(CHUNK, limit - len(rows)))
             got, count = self._get_list(entry.sid, want)
-            rows.extend(got)
             if count < want:
                 entry.exhausted = True
-            size += sum(len(r[3]) for r in got)
+            entry.learn(got)
+            entry.buffer = got
+            size = self._take(entry, rows, limit, budget, size)
         return rows
+
+    @staticmethod
+    def _take(entry: _Open, rows: list[Row], limit: int, budget: int, size: int) -> int:
+        """Moves rows from ``entry.buffer`` to ``rows`` while fewer than ``limit`` and
+        ``size`` (returned) is below ``budget``."""
+        buf = entry.buffer
+        i = 0
+        while i < len(buf) and len(rows) < limit and size < budget:
+            row = buf[i]
+            size += len(row[2]) + len(row[3])
+            rows.append(row)
+            i += 1
+        entry.buffer = buf[i:] if i else buf
+        return size
 
     def _fetch_ahead(self, entry: _Open, n: int) -> None:
         try:
@@ -171,6 +219,7 @@ class ResidentScans:
         except BaseException as exc:  # handed to the next reader of this scanner
             entry.error = exc
             return
+        entry.learn(got)
         entry.buffer.extend(got)
         if count < n:
             entry.exhausted = True

@@ -132,6 +132,7 @@ class WriteAheadLog:
         self._segments.clear()
         self._spares.clear()
         self._closed.clear()
+        self._unsynced.clear()
         self._active = None
 
     # -- writing --------------------------------------------------------------------------

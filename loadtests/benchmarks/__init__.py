@@ -21,6 +21,7 @@ SECTION_MODULES = (
     "loadtests.benchmarks.consumers",
     "loadtests.benchmarks.cluster",
     "loadtests.benchmarks.kafka",
+    "loadtests.benchmarks.operating",
 )
 
 

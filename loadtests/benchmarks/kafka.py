@@ -10,6 +10,9 @@ Rows (100-byte messages, 1000 per call or batch, runs interleaved row by row):
 * read N messages from 1 partition; read N from 8 partitions (hqueue merges them in
   MessageID order; Kafka's consumer interleaves them as they come): one consumer process,
   the time to read all N (N = 1M, 200k with ``--quick``).
+* end-to-end p99 at 10k msg/s (a batch every 5 ms): hqueue put to push (a subscriber's
+  listener), hqueue put to pull (``Queue.pull`` in another process, acking each pull), Kafka
+  ``produce()`` to ``consume()`` in another process.
 
 hqueue is driven three ways: **friendly** (``hqueue.Connection(...).queue(q)``: ``put_many``
 and ``scan``, what the README shows), **producer** (``hqueue.Producer``, 4 calls in flight
@@ -44,6 +47,7 @@ from loadtests.bench_kafka import (
     hq_create,
     hq_fill,
     hq_truncate,
+    hqueue_pull_latency,
     kafka_delete,
     kafka_fill,
     kafka_latency,
@@ -54,8 +58,9 @@ from loadtests.benchmarks.context import Context, fmt_num, median
 from loadtests.benchmarks.registry import Result, section
 
 
-def hqueue_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
-    """loadtests.bench_push's put-to-push latency (its own gateway and subscriber)."""
+def hqueue_latency(ctx: Context, rate: int, seconds: float, pull: bool = False) -> dict[str, Any]:
+    """loadtests.bench_push's put-to-push latency (its own gateway and subscriber), or with
+    ``pull`` put-to-pull (``bench_kafka.hqueue_pull_latency``, its own gateway too)."""
     import shutil
     import tempfile
     from pathlib import Path
@@ -65,6 +70,8 @@ def hqueue_latency(ctx: Context, rate: int, seconds: float) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="kafka-lat-", dir=ctx.workdir))
     gw, port = bp.start_gateway(workdir)
     try:
+        if pull:
+            return hqueue_pull_latency(port, rate, seconds)
         return bp.latency(workdir, port, rate, seconds)
     finally:
         gw.stop()
@@ -141,13 +148,15 @@ def run(ctx: Context) -> Result:
                 ctx.say(f"  run {r + 1}/{ctx.runs} {label} {side}: "
                         f"{fmt_num(got['msgs_per_s'])} msgs/s")  # fmt: skip
     seconds = 3.0 if ctx.quick else 5.0
-    latency: dict[str, list[dict[str, Any]]] = {"hqueue": [], "kafka": []}
+    latency: dict[str, list[dict[str, Any]]] = {"hqueue": [], "hqueue-pull": [], "kafka": []}
     for r in range(ctx.runs):
         latency["hqueue"].append(hqueue_latency(ctx, LATENCY_RATE, seconds))
+        latency["hqueue-pull"].append(hqueue_latency(ctx, LATENCY_RATE, seconds, pull=True))
         latency["kafka"].append(kafka_latency(kafka, LATENCY_RATE, seconds))
         ctx.say(f"  run {r + 1}/{ctx.runs} p99 at {LATENCY_RATE:,} msg/s: hqueue put->push "
-                f"{latency['hqueue'][-1]['from_call_p99_ms']:.2f} ms (from the call), Kafka "
-                f"produce->consume {latency['kafka'][-1]['p99_ms']:.2f} ms")  # fmt: skip
+                f"{latency['hqueue'][-1]['from_call_p99_ms']:.2f} ms, put->pull "
+                f"{latency['hqueue-pull'][-1]['from_call_p99_ms']:.2f} ms (from the call), "
+                f"Kafka produce->consume {latency['kafka'][-1]['p99_ms']:.2f} ms")  # fmt: skip
     return _report(ctx, results, read_total, latency)
 
 
@@ -192,6 +201,15 @@ def _report(
         f"{hq_p99:.2f}", "-", "-", f"{kafka_p99:.2f}", "-",
         _ratio(hq_p99, kafka_p99), "-", "-", "-", "-", "-",
     ])  # fmt: skip
+    pull_p99 = pull_ack_p99 = nan
+    if latency.get("hqueue-pull"):
+        pull_p99 = median(latency["hqueue-pull"], "from_call_p99_ms")
+        pull_ack_p99 = median(latency["hqueue-pull"], "p99_ms")
+        table.append([
+            f"end-to-end p99 ms at {LATENCY_RATE // 1000}k msg/s, put to pull (lower is better)",
+            f"{pull_p99:.2f}", "-", "-", f"{kafka_p99:.2f}", "-",
+            _ratio(pull_p99, kafka_p99), "-", "-", "-", "-", "-",
+        ])  # fmt: skip
     groups = [r["row"].replace(", ", "\n", 1) for r in rows]
     series = {
         name: [r["msgs_per_s"].get(k, nan) for r in rows]
@@ -224,7 +242,16 @@ def _report(
         f"{hq_ack_p99:.2f} ms counted from the put's answer) or from `produce()` (Kafka: to "
         f"`consume()` in another process) at {LATENCY_RATE:,} msg/s."
     )
+    if pull_p99 == pull_p99:
+        summary += (
+            f" The put-to-pull row: `Queue.put_lists` of 50 messages every 5 ms, to "
+            f"`Queue.pull` returning them in another process (one member of a pull group, "
+            f"`ack` after each pull), from the put call starting ({pull_ack_p99:.2f} ms from "
+            f"its answer)."
+        )
     verdicts.append(f"p99 at {LATENCY_RATE // 1000}k msg/s: {hq_p99:.2f} ms vs {kafka_p99:.2f} ms")
+    if pull_p99 == pull_p99:
+        verdicts.append(f"put to pull p99: {pull_p99:.2f} ms vs {kafka_p99:.2f} ms")
     return Result(data={"rows": rows, "read_total": read_total, "latency": latency,
                         "kafka_version": kafka_local.KAFKA_VERSION,
                         "kafka_producer": KAFKA_PRODUCER, "kafka_consumer": KAFKA_CONSUMER},

@@ -255,13 +255,47 @@ def test_limits_continue_without_skipping_or_repeating(
 
 @pytest.mark.parametrize("max_bytes", [1, 150, 1000])
 def test_a_byte_hint_never_skips_or_repeats(backend: PartitionStore, max_bytes: int) -> None:
-    """``max_bytes`` is a hint (HBase's chunks are bounded by its scanner caching instead): a
-    store may stop early on it, but reading on from ``resume_after`` gets every row once."""
+    """A store stops early on ``max_bytes``, and reading on from ``resume_after`` gets every
+    row once."""
     meta = new_queue(backend, 1)
     rows = put(backend, meta, 0, T0, 12, topics=(b"a", b"bb"))
     for reverse in (False, True):
         got = read(backend, meta, 0, reverse=reverse, max_bytes=max_bytes)
         assert got == (rows[::-1] if reverse else rows)
+
+
+def test_a_scan_stops_once_its_rows_reach_max_bytes(backend: PartitionStore) -> None:
+    """``max_bytes`` bounds a reply's memory: a scan returns rows while their topics and values
+    hold less than it (at least one row). HBase's scans ignored it and returned whole chunks
+    (up to 1000 rows, whatever their size), and read as many ahead."""
+    meta = new_queue(backend, 1)
+    keys = rowkey.consecutive_keys(0, T0, 0, 60)
+    values = [b"%04d" % i + bytes(10_000) for i in range(60)]
+    backend.put(meta, [PutBatch(0, keys, [b"t"] * 60, values)])
+    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
+    row = 1 + 10_004
+    for reverse in (False, True):
+        got: list[bytes] = []
+        at_lower, at_upper = lower, upper
+        for _ in range(60):
+            r = backend.scan(
+                meta, 0, at_lower, at_upper,
+                reverse=reverse, topics=None, limit=1000, max_bytes=3 * row,
+            )  # fmt: skip
+            assert len(r.rows) <= 3  # 3 rows reach max_bytes
+            assert r.rows or r.resume_after is None  # at least one row, but at the end
+            got += [v for *_, v in r.rows]
+            scans = getattr(backend, "_scans", None)  # HBase: what it read ahead
+            if scans is not None:  # (its first chunk, before it knows a row's size: 16 rows)
+                held = sum(len(v) for e in scans._open.values() for *_, v in e.buffer)
+                assert held <= 16 * row
+            if r.resume_after is None:
+                break
+            if reverse:
+                at_upper = r.resume_after
+            else:
+                at_lower = r.resume_after + b"\x00"
+        assert got == (values[::-1] if reverse else values)
 
 
 def test_a_full_chunk_says_where_to_go_on(backend: PartitionStore) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, GatewayProcess
 
 BENCH = ROOT / "loadtests" / "bench"
 
@@ -31,7 +31,8 @@ def test_list_names_every_section() -> None:
     assert proc.returncode == 0, proc.stderr
     names = [line.split()[0] for line in proc.stdout.splitlines()]
     assert names == [
-        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "cluster", "kafka",
+        "ceiling", "producers", "sizes", "latency", "backlog", "hbase", "push", "consumers",
+        "cluster", "kafka", "import", "metrics", "tls",
     ]  # fmt: skip
 
 
@@ -69,3 +70,13 @@ def test_a_section_is_registered_once() -> None:
     sections = load_sections()
     with pytest.raises(ValueError, match="registered twice"):
         section("producers", "again")(sections["producers"].run)
+
+
+def test_put_to_pull_latency_reaches_every_message(gateway: GatewayProcess) -> None:
+    # the kafka section's put-to-pull row, tiny: a consumer process pulls (and acks) all of it
+    from loadtests.bench_kafka import hqueue_pull_latency
+
+    got = hqueue_pull_latency(gateway.port, 2000, 1.0)
+    assert got["messages"] >= 100 and got["delivered"] == got["messages"]
+    assert 0 < got["from_call_p50_ms"] <= got["from_call_p99_ms"] < 5000
+    assert got["p99_ms"] <= got["from_call_p99_ms"]

@@ -158,6 +158,27 @@ def test_resume_after_a_bad_line_loses_and_duplicates_nothing(
     assert per_partition(export(gw, queue, tmp_path / "out.jsonl")) == per_partition(rows)
 
 
+def test_workers_keep_order_stop_at_a_bad_line_and_resume(
+    gateways: GatewayFactory, tmp_path: Path
+) -> None:
+    """--workers parses in other processes: blocks still go out in file order (order per
+    partition kept), and a bad line stops the import after everything before it."""
+    gw = gateways()
+    queue = make_queue(gw)
+    rows = [{"topic": f"t{i % 5}", "value": f"message {i}", "partition": i % PARTITIONS}
+            for i in range(60_000)]  # fmt: skip
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, rows, bad_at=45_000)
+    first = hq(gw.address, "import", queue, str(src), "--workers", "2")
+    assert first.returncode == 1 and "line 45001: not valid JSON" in first.stderr, first.stderr
+    assert state_of(src)["acked"] == 45_000
+    write_jsonl(src, rows)
+    second = hq(gw.address, "import", queue, str(src), "--resume", "--workers", "2")
+    assert second.returncode == 0, second.stderr
+    assert "imported 15000 messages" in second.stdout and "45000 skipped" in second.stdout
+    assert per_partition(export(gw, queue, tmp_path / "out.jsonl")) == per_partition(rows)
+
+
 def test_resume_after_the_gateway_stops_mid_file(gateways: GatewayFactory, tmp_path: Path) -> None:
     gw = gateways()
     queue = make_queue(gw)

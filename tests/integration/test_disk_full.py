@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.conftest import wait_until
 from tests.helpers import scan_queue
 
 MiB = 1 << 20
@@ -28,12 +29,15 @@ def store() -> str:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 64 MiB tmpfs; ask for it before ``start_gateway`` so that gateways stop first."""
+def small_disk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A 64 MiB tmpfs (``@pytest.mark.disk_mb(n)``: n MiB); ask for it before
+    ``start_gateway`` so that gateways stop first."""
+    marker = request.node.get_closest_marker("disk_mb")
+    size = marker.args[0] if marker else 64
     mnt = tmp_path / "disk"
     mnt.mkdir()
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}m", "tmpfs", str(mnt)],
         capture_output=True,
         text=True,
     )
@@ -103,6 +107,53 @@ def test_puts_recover_once_space_is_freed(small_disk: Path, start_gateway: Any, 
     got = sorted(m.value for m in scan_queue(c, "q", 4))
     assert got == sorted([*acked, b"after"])
     assert all("disk is full" in e for e in errors), errors[:3]
+
+
+@pytest.mark.disk_mb(160)
+def test_a_failed_flush_does_not_wedge_the_store(
+    small_disk: Path, start_gateway: Any, T: Any
+) -> None:
+    """A memtable flush needs room for the whole memtable, more than the 8 MiB reserve: when it
+    fails for want of space RocksDB refuses every write from then on, and puts failed until the
+    gateway restarted, however much space was freed. The store now reopens RocksDB by itself
+    once there is room (its own log keeps what was acknowledged), within seconds."""
+    gw = start_gateway(data_dir=small_disk / "data")  # 160 MiB free: 10 MiB log segments
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    acked: list[bytes] = []
+    for i in range(24):  # 24 MiB in the memtable, in fewer segments than trigger a flush
+        value = b"%3d" % i + bytes(MiB)
+        c.putMessages("q", [_msg(T, value)])
+        acked.append(value)
+    filler = fill(small_disk, 16 * MiB)  # above the reserve, too little for that flush
+    refused = 0
+    for i in range(24, 40):  # segments shrink to 1 MiB, close, and a flush fails
+        value = b"%3d" % i + bytes(MiB)
+        try:
+            c.putMessages("q", [_msg(T, value)])
+            acked.append(value)
+        except T.IOError as exc:
+            assert "disk is full" in exc.message, exc.message
+            refused += 1
+    wait_until(lambda: "RocksDB stopped accepting writes" in gw.log(), 10, what="a flush to fail")
+    filler.unlink()
+    t0 = time.monotonic()
+    while True:
+        try:
+            c.putMessages("q", [_msg(T, b"after")])
+            break
+        except T.IOError as exc:
+            if time.monotonic() - t0 > 10:
+                raise AssertionError(f"puts still fail 10 s after space was freed: {exc}") from None
+            time.sleep(0.1)
+    print(
+        f"a flush failed on the full disk ({len(acked)} puts of 1 MiB acknowledged, {refused} "
+        f"refused); puts succeeded again {time.monotonic() - t0:.2f} s after space was freed, "
+        "without a restart"
+    )
+    assert refused
+    got = sorted(m.value for m in scan_queue(c, "q", 8))
+    assert got == sorted([*acked, b"after"])
 
 
 def test_a_failed_truncate_leaves_the_queue_as_it_was(

@@ -18,6 +18,8 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.conftest import free_port
+from tests.integration.test_metrics import scrape
 from tests.integration.test_robustness import (
     MB,
     T_I32,
@@ -233,6 +235,95 @@ def test_a_client_that_never_reads_is_dropped(start_gateway: Any, T: Any) -> Non
     assert peak.growth < 5 * 40 * MB
     assert after < 40 * MB
     assert not pinger.problems()
+
+
+def test_replies_in_flight_share_a_capped_budget(start_gateway: Any, T: Any) -> None:
+    """8 clients ask for 16 MiB replies and never read them: each one alone holds only its
+    reply until --send-timeout, but together they held 8 of them. Past --max-reply-bytes
+    (32 MiB here) no connection starts a request with a large reply until sends drain: 2
+    replies are made (the second passes the limit), the other 6 requests wait, and are let
+    through one at a time as room comes back. Puts go on."""
+    gw = start_gateway("--send-timeout", "3", "--max-reply-bytes", str(32 * MiB))
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    for _ in range(4):
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"v" * MiB)] * 5)
+    base = rss(gw)
+    socks = []
+    with RssPeak(gw.pid) as peak:
+        sids = []
+        for _ in range(8):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect((gw.host, gw.port))
+            s.sendall(b_msg("queueScannerOpen") + b_field(T_STRING, 1) + b_str(b"q") + b"\x00")
+            state, reply = read_reply(s)
+            assert state == "reply", reply
+            sids.append(struct.unpack(">i", reply[-5:-1])[0])
+            socks.append(s)
+        for s, sid in zip(socks, sids, strict=True):  # 16 MiB replies, never read
+            s.sendall(
+                b_msg("messageScannerGetList") + b_field(T_I32, 1) + b_i32(sid)
+                + b_field(T_I32, 2) + b_i32(20) + b"\x00"
+            )  # fmt: skip
+        time.sleep(1.5)  # well within the send timeout: the budget is spent now
+        stuck = rss(gw) - base
+        answered = 0
+        for s in socks:
+            s.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                answered += bool(s.recv(1, socket.MSG_PEEK))
+        t0 = time.monotonic()
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"meanwhile")])
+        put_took = time.monotonic() - t0
+        poll(lambda: gw.log().count("read no reply") >= 2, timeout=20, what="the first drops")
+        # room again: the waiting requests are let through (one at a time)
+        poll(lambda: gw.log().count("read no reply") >= 3, timeout=20, what="a next one")
+    for s in socks:
+        s.close()
+    print(
+        f"8 clients not reading, 32 MiB reply budget: {answered} of 8 got a reply started, "
+        f"+{stuck / MB:.0f} MB while stuck (peak +{peak.growth / MB:.0f}); a put meanwhile "
+        f"took {put_took * 1000:.0f} ms"
+    )
+    assert answered == 2
+    assert put_took < 1.0
+    assert stuck < 4 * 16 * MB
+    assert peak.growth < 5 * 16 * MB  # not the 6 waiting replies at once when room came back
+    sid = c.messageScannerOpen("q", 0, T.TMessageScan(caching=1))
+    assert len(c.messageScannerGetList(sid, 1)) == 1  # and reads go on once it drained
+
+
+def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: Any) -> None:
+    """8 scanners each read 1 of 16 messages of 1 MiB (caching 16): each read 16 MiB ahead and
+    kept 15 MiB between calls, ~120 MiB together, however few partitions they covered. Past
+    --max-scanner-bytes (24 MiB here) the read-ahead of idle scanners is forgotten, least
+    recently used first, and read again when asked: every scanner still reads every message
+    once, in order."""
+    port = free_port()
+    gw = start_gateway("--max-scanner-bytes", str(24 * MiB), "--metrics-port", str(port))
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    for i in range(16):
+        c.putMessages("q", [T.TMessage(topic=b"t", value=b"%2d" % i + bytes(MiB))])
+    base = rss(gw)
+    sids = [c.messageScannerOpen("q", 0, T.TMessageScan(caching=16)) for _ in range(8)]
+    firsts = [c.messageScannerGetList(sid, 1)[0].value[:2] for sid in sids]
+    time.sleep(0.2)
+    held = rss(gw) - base
+    counted = scrape(port)[("hqueue_scanner_bytes", ())]
+    print(
+        f"8 scanners, 24 MiB budget: +{held / MB:.0f} MB held after one message each "
+        f"(the scanners count {counted / MiB:.1f} MiB)"
+    )
+    assert firsts == [b" 0"] * 8
+    assert 0 < counted <= 24 * MiB
+    assert held < 60 * MB  # without the cap: +120 MB and more
+    for sid in sids:
+        rest = []
+        while batch := c.messageScannerGetList(sid, 4):
+            rest += [m.value[:2] for m in batch]
+        assert rest == [b"%2d" % i for i in range(1, 16)]
 
 
 def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any, T: Any) -> None:

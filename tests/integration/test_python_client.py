@@ -110,10 +110,54 @@ def test_scans_close_their_scanner_on_break_and_exception(
     sid = opened()
     assert calls[-1] == ("messageScannerClose", (sid,))
 
+    scan = q.scan(batch_size=3)  # as a generator would, close() ends the scan
+    assert next(scan).value == b"0"
+    scan.close()
+    assert calls[-1] == ("messageScannerClose", (opened(),))
+
     # read to the end: the empty list frees the scanner, nothing left to close
     calls.clear()
     assert len(list(q.scan(batch_size=4))) == 10
     assert [m for m, _ in calls].count("messageScannerClose") == 0
+
+
+def test_scans_read_a_page_ahead_and_let_other_calls_in_between(
+    conn: Connection, queue_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    q = conn.create_queue(queue_name, 2, 3600)
+    q.put_many([("t", b"%d" % i, i % 2) for i in range(10)])
+    copy = conn.create_queue(queue_name + "_copy", 1, 3600)
+    asked: list[int] = []  # nbMessages of each messageScannerGetList sent on the raw channel
+    real_send = fastpath.Channel.send
+
+    def spy(self: fastpath.Channel, request: bytes) -> None:
+        if b"messageScannerGetList" in request:
+            asked.append(int.from_bytes(request[-5:-1], "big"))
+        real_send(self, request)
+
+    monkeypatch.setattr(fastpath.Channel, "send", spy)
+    scan = q.scan(partitions=0, batch_size=2)
+    seen = [next(scan)]
+    if not conn.compact:
+        assert asked == [2, 2]  # the second page was asked for before the first came out
+    for m in scan:  # other calls on the connection between the messages of the scan
+        copy.put(m.topic, m.value)
+        assert queue_name in {i.name for i in conn.queues()}
+        seen.append(m)
+    assert [m.value for m in seen] == [b"0", b"2", b"4", b"6", b"8"]
+    assert [m.value for m in copy.scan()] == [b"2", b"4", b"6", b"8"]
+    # two scans of one connection side by side
+    evens, odds = q.scan(partitions=0, batch_size=2), q.scan(partitions=1, batch_size=3)
+    pairs = zip(evens, odds, strict=True)
+    assert [(a.value, b.value) for a, b in pairs] == [(b"%d" % i, b"%d" % (i + 1))
+                                                      for i in range(0, 10, 2)]  # fmt: skip
+    # the requests a page-at-a-time loop would send, none past the limit or the end
+    asked.clear()
+    assert [m.value for m in q.scan(partitions=1, batch_size=2, limit=3)] == [b"1", b"3", b"5"]
+    assert len(list(q.scan(partitions=1, batch_size=4))) == 5
+    if not conn.compact:
+        assert asked == [2, 1, 4, 4, 4]  # the last one answered with the empty page
+    assert conn.is_open
 
 
 def test_errors_are_python_exceptions_and_keep_the_connection(

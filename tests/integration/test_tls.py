@@ -15,8 +15,9 @@ from typing import Any
 
 import hqueue
 import pytest
+from hqueue.protocol import hqueue_thrift
 
-from tests.conftest import GatewayFactory, GatewayProcess, attach_logs, wait_until
+from tests.conftest import GatewayFactory, GatewayProcess, attach_logs, free_port, wait_until
 from tests.integration.conftest import SubscriberFactory, read_jsonl
 from tests.integration.test_toolkit import hq
 from tests.tls_ca import Issued, ThrowawayCA
@@ -261,6 +262,74 @@ def test_a_gateway_without_tls_to_subscribers_cannot_push_to_a_tls_subscriber(
         assert read_jsonl(out) == []
     finally:
         subs.close()
+
+
+# -- gateway to gateway: forwarding in a cluster over TLS ---------------------------------------
+
+
+@pytest.mark.cluster
+@pytest.mark.hbase
+@pytest.mark.timeout(90)
+def test_forwarding_between_gateways_over_mutual_tls(
+    request: Any, pki: PKI, tmp_path: Path, hbase_url: str, zk_hosts: str
+) -> None:
+    """Two gateways of a cluster (real HBase, real ZooKeeper), both serving mutual TLS only
+    and connecting out with --tls-ca: a put sent to the gateway that does not own the
+    partition is forwarded to the owner over TLS (the owner accepts nothing else, and checks
+    the forwarding gateway's certificate), and is stored once."""
+    from hqueue.protocol import connect
+
+    namespace = f"t_{uuid.uuid4().hex[:10]}"
+    store = f"{hbase_url}{'&' if '?' in hbase_url else '?'}namespace={namespace}"
+    started: list[GatewayProcess] = []
+    attach_logs(request, "cluster gateway logs", _Logs(started))
+    try:
+        for k in range(2):
+            port = free_port()
+            gw = GatewayProcess(
+                tmp_path / f"data{k}", tmp_path / f"gateway{k}.log",
+                "--zookeeper", zk_hosts, "--zookeeper-session-timeout", "2",
+                "--advertise", f"127.0.0.1:{port}",
+                *pki.server_flags(mutual=True), "--tls-ca", pki.ca.cert,
+                port=port, store=store,
+            )  # fmt: skip
+            started.append(gw)
+            gw.start(timeout=60)
+        a, b = started
+
+        def client(gw: GatewayProcess) -> Any:
+            return connect(gw.host, gw.port, timeout=20, tls=pki.tls(pki.alice))
+
+        name = new_queue_name()
+        c = client(a)
+        try:
+            c.createQueue(name.encode(), 2, 86400, {})
+
+            def split() -> list[str] | None:
+                owners = [x.decode() for x in c.getQueueLocations(name.encode())]
+                return owners if sorted(owners) == sorted([a.address, b.address]) else None
+
+            owners = wait_until(split, 30, what="one partition owned by each gateway")
+            owned_by_b = owners.index(b.address)
+            t = hqueue_thrift()
+            messages = [t.TMessage(topic=b"t", value=f"m{i}".encode()) for i in range(50)]
+            c.putMessagesWithPid(name.encode(), owned_by_b, messages)  # sent to a: forwarded
+        finally:
+            c.close()
+        with hqueue.Connection(b.host, b.port, tls=pki.tls(pki.bob), timeout=10) as conn:
+            got = [m.value for m in conn.queue(name).scan(partitions=[owned_by_b])]
+        assert got == [f"m{i}".encode() for i in range(50)]
+    finally:
+        for gw in started:
+            gw.kill()
+
+
+class _Logs:
+    def __init__(self, gateways: list[GatewayProcess]) -> None:
+        self.gateways = gateways
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {gw.log_path} ---\n{gw.log()}" for gw in self.gateways)
 
 
 # -- the C++, Java and PHP examples over TLS --------------------------------------------------

@@ -106,10 +106,66 @@ def test_filters_topic_partition_and_time(service: GatewayService, api: Any) -> 
     assert [key(m) for m in got["messages"]] == everything
     reply = api.get("/api/queues/q/messages?partition=9")
     assert reply.status_code == 400 and reply.json["argument"] == "partition"
-    reply = api.get("/api/queues/q/messages?key=k1")
+    reply = api.get("/api/queues/q/messages?key=" + "k" * 256)
     assert reply.status_code == 400 and reply.json["argument"] == "key"
     reply = api.get("/api/queues/q/messages?from=yesterday")
     assert reply.status_code == 400 and reply.json["argument"] == "from"
+
+
+def test_the_key_filter_pages_a_keys_messages_newest_first(service: GatewayService) -> None:
+    from gateway.keys import MessageExtras
+
+    service.extras = MessageExtras(service.store)
+    service.createQueue(b"q", 2, 3600, {})
+    for i in range(12):
+        service.putMessagesWithPid(b"q", i % 2, [
+            T.TMessage(topic=b"x" if i % 3 else b"y", value=b"m%d" % i, key=b"k1"),
+            T.TMessage(topic=b"x", value=b"other %d" % i, key=b"k2"),
+            T.TMessage(topic=b"x", value=b"none %d" % i),
+        ])  # fmt: skip
+    app = create_app(ConsoleData(service, service.stats))
+    app.testing = True
+    client = app.test_client()
+    seen: list[dict[str, Any]] = []
+    url = "/api/queues/q/messages?key=k1&limit=5"
+    while url:
+        page = client.get(url).json
+        seen += page["messages"]
+        url = page["next"] and f"/api/queues/q/messages?key=k1&limit=5&before={page['next']}"
+    assert sorted(m["value"]["text"] for m in seen) == sorted(f"m{i}" for i in range(12))
+    assert [key(m) for m in seen] == sorted((key(m) for m in seen), reverse=True)
+    assert {m["key"] for m in seen} == {"k1"}
+    got = client.get("/api/queues/q/messages?key=k1&topic=y&partition=0").json["messages"]
+    assert sorted(m["value"]["text"] for m in got) == ["m0", "m6"]
+    assert client.get("/api/queues/q/messages?key=nope").json["messages"] == []
+    html = client.get("/queues/q/messages?key=k1").get_data(as_text=True)
+    assert "m11" in html and "other" not in html
+
+
+def test_console_reads_count_in_the_read_metrics(service: GatewayService, api: Any) -> None:
+    from gateway.keys import MessageExtras
+
+    service.extras = MessageExtras(service.store)
+    service.createQueue(b"q", 2, 3600, {})
+    put(service, "q", 0, [b"v" * 10] * 30)
+    service.putMessagesWithPid(b"q", 1, [T.TMessage(topic=b"t", value=b"kv", key=b"k")])
+    counters = service.stats.queue("q")
+    assert (counters.read_messages, counters.read_bytes) == (0, 0)
+    assert len(api.get("/api/queues/q/messages?limit=20").json["messages"]) == 20
+    # a page reads one message more than it shows, to know whether there is a next page
+    assert (counters.read_messages, counters.read_bytes) == (21, 21 * 10 - 10 + 2)
+    api.get("/api/queues/q/messages?key=k")
+    assert (counters.read_messages, counters.read_bytes) == (22, 21 * 10 - 10 + 4)
+    text = generate_latest(_registry(service.stats)).decode()
+    assert 'hqueue_read_messages_total{queue="q"} 22.0' in text
+
+
+def _registry(stats: GatewayStats) -> CollectorRegistry:
+    live = {"queues": {"q": 2}, "open_scanners": 0, "open_connections": 0,
+            "connections_accepted": 0}  # fmt: skip
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(StatsCollector(stats, lambda: live))  # type: ignore[arg-type]
+    return reg
 
 
 def test_values_as_text_or_hex_and_cut() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from gateway import rowkey
 from gateway.ids import wall_clock_ms
+from gateway.rowkey import MessageId
 from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore
@@ -209,6 +210,52 @@ def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -
         "old@2#1",
         "old@2#2",
     ]
+
+
+def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> None:
+    """What the healer does once a failed flush left RocksDB refusing writes (the real thing,
+    on a full tmpfs, is tests/integration/test_disk_full.py): RocksDB and the log are closed
+    and opened again in-process, the log's unflushed records are applied, and the store goes
+    on: rows, queues and records as before, puts accepted, and a later restart replays
+    nothing twice."""
+    import gevent
+
+    from gateway.errors import StoreError
+
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        meta = s.create_queue(QueueMeta("q", 2, 3600))
+        ids = put(s, meta, 0, T0, 300) + put(s, meta, 1, T0, 5)
+        s.put_record("ns", "k", b"v")
+        first = MessageId(*ids[0])
+        s.put_extras(meta, [(0, first, b"key", b"props")])
+        lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
+        s.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10)  # keeps an iterator
+        s._wedged = True  # as _note_failure sets it
+        with pytest.raises(StoreError, match="disk is full"):
+            put(s, meta, 0, T0 + 1, 1)
+        s._healer = gevent.spawn(s._heal_loop)
+        s._healer.join(timeout=10)
+        assert not s._wedged
+        ids += put(s, meta, 0, T0 + 2, 3)
+        got = read_all(s, meta, 0) + read_all(s, meta, 1)
+        assert sorted(got) == sorted(ids)
+        assert [m.name for m in s.list_queues()] == ["q"]
+        assert s.get_record("ns", "k") == b"v"
+        assert s.get_extras(meta, 0, [first]) == {first: b"props"}
+        assert s.find_by_key(meta, b"key", 10) == [(0, first)]
+    finally:
+        s.stop()
+    again = EmbeddedStore(tmp_path)
+    again.start()
+    try:
+        meta = again.get_queue("q")
+        assert meta is not None
+        got = read_all(again, meta, 0) + read_all(again, meta, 1)
+        assert sorted(got) == sorted(ids)
+    finally:
+        again.stop()
 
 
 def _extras_entries(s: EmbeddedStore) -> list[bytes]:

@@ -3,6 +3,7 @@ exactly what thriftpy2 does, and both implementations agree, error messages incl
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import subprocess
@@ -196,6 +197,24 @@ def test_list_replies_decode_like_thriftpy2(msgs: list[Any], cut: int) -> None:
             assert impl.message_end(data[:cut]) == 0
 
 
+def test_c_decoded_messages_are_left_out_of_the_cycle_collector() -> None:
+    # a page's thousands of tuples would make the collector walk them all, again and again
+    data = list_reply([T.TMessage(topic=b"t", value=b"v", partitionID=3, id=T.TMessageID(5, 1))])
+    _, (m,) = _fastclient.decode_list_reply(data)
+    assert not gc.is_tracked(m) and not gc.is_tracked(m.id)
+    assert m == Message(b"t", b"v", 3, MessageID(5, 1))
+
+    class Loose(tuple):  # type: ignore[type-arg]
+        pass  # instances have a __dict__: a cycle could go through them, so they stay tracked
+
+    try:
+        _fastclient.setup(Loose, Loose, InvalidArgument)
+        _, (loose,) = _fastclient.decode_list_reply(data)
+        assert type(loose) is Loose and gc.is_tracked(loose) and gc.is_tracked(loose[3])
+    finally:
+        _fastclient.setup(Message, MessageID, InvalidArgument)
+
+
 def test_odd_messages_decode_too(impl: ModuleType) -> None:
     # no id, no partition, an unknown field: still what thriftpy2 would give
     data = list_reply([T.TMessage(topic=b"t", value=b"v")])
@@ -252,7 +271,13 @@ def _serve(sock: socket.socket, chunks: list[bytes]) -> None:
 
 
 @pytest.mark.parametrize("framed", [False, True])
-def test_channel_reads_replies_in_pieces_and_maps_errors(framed: bool) -> None:
+@pytest.mark.parametrize("chunk", [fastpath.READ_CHUNK, 1000])
+def test_channel_reads_replies_in_pieces_and_maps_errors(
+    framed: bool, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a small buffer to start with: it grows to a whole reply, and moves a partial one to
+    # the front when the reply before it is read
+    monkeypatch.setattr(fastpath, "READ_CHUNK", chunk)
     a, b = socket.socketpair()
     a.settimeout(5)
     conn = Connection("127.0.0.1", 1)

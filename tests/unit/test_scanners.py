@@ -216,3 +216,86 @@ def test_idle_scanners_expire_but_busy_ones_do_not(
     with pytest.raises(InvalidArgument, match="expired after 10 s idle"):
         registry.get(idle)
     assert registry.get(busy) is not None
+
+
+@settings(max_examples=150)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 3), st.binary(max_size=40)),
+        max_size=60,
+        unique_by=lambda m: (m[0], m[1], m[2]),
+    ),
+    st.booleans(),
+    st.integers(1, 5),  # rows per call
+    st.integers(1, 4),  # caching: rows per store read
+    st.sampled_from([[0], [0, 1, 2, 3]]),
+    st.lists(st.booleans(), min_size=61, max_size=61),  # rewind after call i?
+)
+def test_forgetting_the_read_ahead_loses_and_repeats_nothing(
+    raw: list[Msg],
+    reverse: bool,
+    n: int,
+    caching: int,
+    partitions: list[int],
+    rewinds: list[bool],
+) -> None:
+    """--max-scanner-bytes makes idle scanners forget what they read ahead: the next call
+    reads it again, from the first row not yet returned."""
+    store = MemoryStore()
+    meta = store.create_queue(QueueMeta("q", 4, 3600))
+    messages = [(T0 + ts, seq, p, v) for ts, seq, p, v in raw if p in partitions]
+    fill(store, meta, messages)
+    scanner = Scanner(store, meta, partitions, spec(reverse=reverse, caching=caching))
+    registry = ScannerRegistry()
+    registry.add(scanner)
+    got: list[Msg] = []
+    for i in range(len(messages) + 1):
+        rows = read_all_once(scanner, n, 1 << 20)
+        if not rows:
+            break
+        got += rows
+        if rewinds[i]:
+            scanner.rewind()
+            assert all(not c.peek_ready() for c in scanner.cursors)
+        assert registry.meter.used == sum(c._bytes for c in scanner.cursors)
+    expected = sorted(messages)
+    assert got == (expected[::-1] if reverse else expected)
+    for sid in list(registry._open):
+        registry.finish(sid, "done")
+    assert registry.meter.used == 0
+
+
+def test_scanner_bytes_are_capped_idle_read_ahead_first(store: MemoryStore) -> None:
+    """Past --max-scanner-bytes the read-ahead of idle scanners goes, least recently used
+    first; a read is refused, naming the flag, while the rows of busy scanners alone pass it."""
+    meta = store.create_queue(QueueMeta("q", 4, 3600))
+    fill(store, meta, [(T0 + i, 0, i % 4, bytes(1000)) for i in range(40)])
+    registry = ScannerRegistry(max_bytes=2500)
+    a, b, c = (Scanner(store, meta, [0], spec(caching=10)) for _ in range(3))
+    for scanner in (a, b, c):
+        registry.add(scanner)
+    a.next_rows(1, 1 << 20)  # 10 rows read, 9 kept: ~9 KB, past the limit
+    registry.done_reading(a)
+    assert registry.meter.used == 0 and registry.shed_bytes > 9000  # a was idle: forgotten
+    b.next_rows(1, 1 << 20)
+    b.busy = True  # b's call is still going on: its rows cannot go
+    with pytest.raises(Overloaded, match="--max-scanner-bytes"):
+        c.next_rows(1, 1 << 20)
+    b.busy = False
+    assert len(c.next_rows(1, 1 << 20).rows) == 1  # b is idle now: its read-ahead went
+    assert not b.cursors[0].peek_ready()
+    registry.done_reading(c)
+    assert registry.meter.used <= 2500
+    # what was forgotten is read again: nothing lost, nothing repeated
+    assert [r[0] for r in a.next_rows(3, 1 << 20).rows] == [T0 + 4, T0 + 8, T0 + 12]
+    assert [r[0] for r in b.next_rows(2, 1 << 20).rows] == [T0 + 4, T0 + 8]
+    registry.done_reading(b)
+    wide = Scanner(store, meta, [0, 1, 2, 3], spec(caching=10))
+    registry.add(wide)
+    wide.busy = True
+    with pytest.raises(Overloaded):  # its first read passes the limit by itself
+        wide.next_rows(40, 1 << 20)
+    wide.busy = False
+    registry.done_reading(wide)
+    registry.meter.limit = 1 << 30
+    assert len(read_all(wide, 100)) == 40  # nothing lost by the refused read

@@ -26,6 +26,7 @@
 static PyTypeObject *MessageType = NULL;
 static PyTypeObject *MessageIDType = NULL;
 static PyObject *InvalidArgument = NULL;
+static int untrack_messages = 0, untrack_ids = 0; /* their instances have no __dict__ */
 
 static PyObject *setup(PyObject *self, PyObject *args)
 {
@@ -44,6 +45,8 @@ static PyObject *setup(PyObject *self, PyObject *args)
     Py_XSETREF(MessageType, (PyTypeObject *)m);
     Py_XSETREF(MessageIDType, (PyTypeObject *)mid);
     Py_XSETREF(InvalidArgument, ia);
+    untrack_messages = ((PyTypeObject *)m)->tp_dictoffset == 0;
+    untrack_ids = ((PyTypeObject *)mid)->tp_dictoffset == 0;
     Py_RETURN_NONE;
 }
 
@@ -523,6 +526,32 @@ static PyObject *message_end(PyObject *self, PyObject *args)
     return NULL;
 }
 
+/* A Message or MessageID just built holds only bytes, ints, None and (a Message) its
+ * MessageID: it can be in no reference cycle, so the cycle collector need not follow it. Left
+ * tracked, the thousands of tuples of a page trigger young collections that walk them all, a
+ * good part of a scan's time; CPython untracks such tuples itself, but only once a collection
+ * has looked at them. Not for tuple types with a __dict__ (a cycle could go through it). */
+static inline void untrack(PyObject *o, int allowed)
+{
+    if (allowed)
+        PyObject_GC_UnTrack(o); /* tp_alloc tracked it; untracking twice is harmless too */
+}
+
+/* Sequence numbers repeat across milliseconds (a put of n messages uses 0..n-1): the first
+ * SEQ_INTS are made once and shared, as CPython shares 0..256. */
+#define SEQ_INTS 4096
+static PyObject *seq_ints[SEQ_INTS];
+
+static PyObject *seq_int(int seq)
+{
+    if (seq < 0 || seq >= SEQ_INTS)
+        return PyLong_FromLong(seq);
+    if (!seq_ints[seq] && !(seq_ints[seq] = PyLong_FromLong(seq)))
+        return NULL;
+    Py_INCREF(seq_ints[seq]);
+    return seq_ints[seq];
+}
+
 /* 1 ok, 0 short or unusual, -1 Python error */
 static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_ts,
                     int64_t *last_ts_value)
@@ -615,7 +644,7 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
                     *last_ts_value = ts;
                 }
             }
-            PyObject *s = PyLong_FromLong(seq);
+            PyObject *s = seq_int(seq);
             if (!t || !s) {
                 Py_XDECREF(t);
                 Py_XDECREF(s);
@@ -623,6 +652,7 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
             } else {
                 PyTuple_SET_ITEM(id, 0, t);
                 PyTuple_SET_ITEM(id, 1, s);
+                untrack(id, untrack_ids);
             }
         }
     }
@@ -640,6 +670,7 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     PyTuple_SET_ITEM(m, 1, value);
     PyTuple_SET_ITEM(m, 2, partition);
     PyTuple_SET_ITEM(m, 3, id);
+    untrack(m, untrack_messages);
     int failed = PyList_Append(out, m) < 0;
     Py_DECREF(m);
     return failed ? -1 : 1;

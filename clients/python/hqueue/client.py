@@ -21,7 +21,7 @@ import contextlib
 import itertools
 import ssl
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -130,6 +130,9 @@ class Connection:
         self._locations: dict[bytes, tuple[float, list[str]]] = {}
         self._peers: dict[str, Connection] = {}
         self._down: dict[str, float] = {}  # address -> until when (monotonic) it is avoided
+        # a reply owed on this socket to a call sent ahead (a scan's next page): whoever
+        # sent it reads it when called here, before anything else uses the socket
+        self._pending_reply: Callable[[], None] | None = None
         # Pull consumers in a cluster: the gateway pulls and acks go through (another one
         # after this one failed), and every gateway address seen in the queues' locations.
         self._consumer_via: Connection | None = None
@@ -187,9 +190,16 @@ class Connection:
         """Whether the queue's partitions are served by more than one gateway."""
         return len(set(self._owners(queue))) > 1
 
+    def _settle(self) -> None:
+        """Reads the reply still owed to a call sent ahead, if any (see ``_pending_reply``)."""
+        pending, self._pending_reply = self._pending_reply, None
+        if pending is not None:
+            pending()
+
     def _drop(self) -> None:
         """Closes the socket (the next call opens a new one); routing state stays."""
         client, self._client = self._client, None
+        self._pending_reply = None  # owed on that socket: lost with it
         if client is not None:
             with contextlib.suppress(Exception):
                 client.close()
@@ -293,11 +303,13 @@ class Connection:
     @property
     def client(self) -> Any:
         """The raw thriftpy2 ``HQueueService`` client (opens the connection if needed)."""
+        self._settle()
         self.open()
         return self._client
 
     def call(self, method: str, *args: Any) -> Any:
         """Calls an ``HQueueService`` method, mapping failures to :mod:`hqueue.errors`."""
+        self._settle()
         if self._client is not None and protocol.closed_by_peer(self._client):
             # the gateway closed this idle connection (it restarted, or handed its partitions
             # over and stopped): reconnect before sending rather than lose the call
@@ -398,6 +410,29 @@ def _message_id(argument: str, value: Any) -> Any:
         timestamp=_int(f"{argument}.timestamp", timestamp, 0, 2**63 - 1),
         sequenceID=_int(f"{argument}.sequence", sequence, 0, MAX_SEQUENCE),
     )
+
+
+class ScanIterator(itertools.chain[Message]):
+    """What :meth:`Queue.scan` returns: its messages, page after page.
+
+    An :func:`itertools.chain` of the pages a generator reads, so that stepping from one
+    message to the next runs no Python code (a generator yielding each message cost about
+    as much as decoding it). Dropping it, or :meth:`close`, ends the scan as closing a
+    generator would: the gateway-side scanner is closed."""
+
+    __slots__ = ("_pages",)
+    _pages: Generator[list[Message], None, None]
+
+    @classmethod
+    def over(cls, pages: Generator[list[Message], None, None]) -> ScanIterator:
+        it: ScanIterator = cls.from_iterable(pages)  # type: ignore[assignment]
+        it._pages = pages
+        return it
+
+    def close(self) -> None:
+        """Ends the scan now: closes the gateway-side scanner if it is still open (what is
+        left of the page already read still comes out, then nothing)."""
+        self._pages.close()
 
 
 class Queue:
@@ -611,7 +646,7 @@ class Queue:
         partitions: int | Sequence[int] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         limit: int | None = None,
-    ) -> Iterator[Message]:
+    ) -> ScanIterator:
         """Messages from ``start`` (inclusive) to ``stop`` (exclusive), in MessageID order
         (newest first with ``reverse``; then ``start`` is the newer end).
 
@@ -651,32 +686,34 @@ class Queue:
             if not pids:
                 raise InvalidArgument("partitions", "must not be empty")
             opener = ("combinedScannerOpen", self.name, pids, spec)
-        return self._scan(opener, batch_size, limit)
+        return ScanIterator.over(self._pages(opener, batch_size, limit))
 
-    def _scan(
+    def _pages(
         self, opener: tuple[Any, ...], batch_size: int, limit: int | None
-    ) -> Iterator[Message]:
+    ) -> Generator[list[Message], None, None]:
         if limit == 0:
             return
         conn = self.connection
         sid = conn.call(*opener)
+        ch = fastpath.channel(conn)
+        if ch is not None:  # read straight into Messages, one page ahead
+            pages = fastpath.PagedScan(conn, ch, sid, batch_size, limit)
+            try:
+                while page := pages.next():
+                    yield page
+            finally:
+                pages.close()
+            return
         open_ = True
         count = 0
         try:
             while True:
                 want = batch_size if limit is None else min(batch_size, limit - count)
-                ch = fastpath.channel(conn)
-                if ch is not None:  # read straight into Messages
-                    request = codec.encode_get_list(0, sid, want)
-                    batch = fastpath.call(
-                        conn, ch, "messageScannerGetList", request, fastpath.list_reply
-                    )
-                else:
-                    batch = [_message(m) for m in conn.call("messageScannerGetList", sid, want)]
+                batch = [_message(m) for m in conn.call("messageScannerGetList", sid, want)]
                 if not batch:
                     open_ = False  # the empty list freed it
                     return
-                yield from batch
+                yield batch
                 count += len(batch)
                 if limit is not None and count >= limit:
                     return

@@ -24,7 +24,7 @@ from .bulk_import import (
     StateFile,
     count_records,
     keys_supported,
-    read_records,
+    read_blocks,
     state_path,
 )
 from .commands import Client, ToolkitError, close_client, parse_message_id
@@ -46,6 +46,10 @@ def _bar(total: int | None, desc: str, enabled: bool | None) -> Any:
     )
 
 
+def _shown(enabled: bool | None) -> bool:
+    return sys.stderr.isatty() if enabled is None else enabled
+
+
 def run_import(
     connect: Callable[[], Client],
     args: Any,
@@ -57,6 +61,9 @@ def run_import(
         raise ToolkitError("--batch-size must be >= 1")
     if not 1 <= args.connections <= 64:
         raise ToolkitError("--connections must be 1..64")
+    workers = getattr(args, "workers", 0) or 0
+    if not 0 <= workers <= 64:
+        raise ToolkitError("--workers must be 0..64")
     fmt = args.format or ("csv" if args.file.endswith(".csv") else "jsonl")
     columns = records.CsvColumns(
         topic=args.topic_column,
@@ -73,35 +80,39 @@ def run_import(
         raise ToolkitError("--resume: reading stdin, so give --state PATH to resume from")
     state = StateFile(path, args.queue, args.file) if path is not None else None
     tracker = state.load() if args.resume and state is not None else AckTracker()
-    try:
-        total = count_records(args.file)
+    try:  # the bar's total, counted only for a bar that is shown
+        total = count_records(args.file) if _shown(args.progress) else None
     except OSError as exc:
         raise ToolkitError(f"cannot read {args.file}: {exc.strerror}") from None
     if total is not None and fmt == "csv":
         total = max(total - 1, 0)  # the header
-    stream: IO[Any] | None = None
+    close_input: Callable[[], None] | None = None
     clients: list[Client] = []
     try:
         clients.append(connect())
         partitions = len(clients[0].getQueueLocations(args.queue.encode()))
         clients.extend(connect() for _ in range(args.connections - 1))
+        importer = Importer(
+            clients,
+            args.queue,
+            ImportOptions(args.batch_size, args.connections, args.partition_by_topic, workers),
+            tracker,
+            lambda n: None,
+            partitions,
+            binary=binary,
+        )
         try:
-            source, stream = read_records(args.file, fmt, columns, keys, tracker.is_acked)
+            # before any thread starts: --workers forks its processes here
+            source, close_input = read_blocks(
+                args.file, fmt, columns, importer.config(keys), workers
+            )
         except OSError as exc:
             raise ToolkitError(f"cannot read {args.file}: {exc.strerror}") from None
         bar = _bar(total, f"import {args.queue}", args.progress)
         bar.update(tracker.count)
+        importer.progress = bar.update
         started = time.monotonic()
         already = tracker.count
-        importer = Importer(
-            clients,
-            args.queue,
-            ImportOptions(args.batch_size, args.connections, args.partition_by_topic),
-            tracker,
-            bar.update,
-            partitions,
-            binary=binary,
-        )
         writer = _StateWriter(state, tracker)
         writer.start()
         complete = False
@@ -120,8 +131,8 @@ def run_import(
             + ("" if sent == acked else f" (of {sent} sent)")
         )
     finally:
-        if stream is not None and stream is not sys.stdin.buffer:
-            stream.close()
+        if close_input is not None:
+            close_input()
         for c in clients:
             close_client(c)
 

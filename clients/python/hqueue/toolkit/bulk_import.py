@@ -1,13 +1,15 @@
 """``hqueue import``: a file of messages into a queue, batched, pipelined and resumable.
 
-How it goes fast: the reader (this thread) parses records and groups them per partition into
-batches; each batch goes to one of ``connections`` sender threads, each with its own
-connection, so several calls are in flight at once while the reader goes on parsing. A
+How it goes fast: the input is read in blocks of whole lines, and each block is parsed,
+grouped per partition and encoded into whole put calls (:mod:`blocks`: msgspec and the
+client's C encoder), in this thread or, with ``--workers N``, in N processes whose results
+come back in file order. Each call goes to one of ``connections`` sender threads, each with
+its own connection, so several calls are in flight at once while the next block is parsed
+(the GIL switch interval is shortened meanwhile, so a sender is not kept waiting). A
 partition always goes to the same connection, so messages of one partition are stored in the
 order of the file. Records without a partition are batched together and sent with
 ``putMessages`` (the gateway picks one random partition per call), round-robin over the
-connections. Requests are encoded straight to bytes (:class:`records.PutEncoder`), not
-through a TMessage object per message.
+connections.
 
 How it resumes: every acknowledged batch marks its records (by record number) in an
 :class:`AckTracker`; a writer thread keeps a small state file next to the input
@@ -24,23 +26,29 @@ batches would be sent again.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import io
+import itertools
 import json
+import multiprocessing
 import os
 import queue as queue_mod
 import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from . import blocks
+from .blocks import BlockConfig, BlockResult, Out, encode_block, encode_records
 from .commands import Client, ToolkitError
-from .records import CsvColumns, PutEncoder, Record, key_field, parse_json_line, read_csv, tmessages
+from .records import CsvColumns, key_field, read_csv, tmessages
 
 STATE_SUFFIX = ".hqimport"
+SWITCH_INTERVAL = 0.0002  # seconds: sys.setswitchinterval while importing (see Importer.run)
 STATE_VERSION = 1
 
 
@@ -63,13 +71,23 @@ class AckTracker:
         with self._lock:
             w = self.window
             base = self.prefix
-            for n in numbers:
-                i = n - base
-                if i >= len(w):
-                    w.extend(bytes(i - len(w) + 1))
-                if not w[i]:
-                    w[i] = 1
-                    self.count += 1
+            if isinstance(numbers, range) and numbers.step > 0 and numbers.start >= base:
+                # evenly spaced (one partition's records of a block): marked in one slice
+                start, stop = numbers.start - base, numbers.stop - base
+                if stop > len(w):
+                    w.extend(bytes(stop - len(w)))
+                w[start : stop : numbers.step] = b"\x01" * len(numbers)
+                self.count = base + w.count(1)
+            else:
+                for n in numbers:
+                    i = n - base
+                    if i < 0:
+                        continue
+                    if i >= len(w):
+                        w.extend(bytes(i - len(w) + 1))
+                    if not w[i]:
+                        w[i] = 1
+                        self.count += 1
             done = w.find(0)
             done = len(w) if done < 0 else done
             if done:
@@ -123,43 +141,37 @@ class StateFile:
 
 
 @dataclass
-class Batch:
-    partition: int | None
-    records: list[Record] = field(default_factory=list)
-    numbers: list[int] = field(default_factory=list)
-
-
-@dataclass
 class ImportOptions:
     batch_size: int = 1000
     connections: int = 4
     partition_by_topic: bool = False
+    workers: int = 0  # processes that parse and encode (0: the importing process does)
 
 
 class _Sender(threading.Thread):
-    """One connection; sends the batches of its queue in order, one call at a time."""
+    """One connection; sends the calls of its queue in order, one at a time."""
 
     def __init__(self, importer: Importer, client: Client) -> None:
         super().__init__(daemon=True)
         self.importer = importer
         self.client = client
-        self.batches: queue_mod.Queue[Batch | None] = queue_mod.Queue(maxsize=2)
+        self.calls: queue_mod.Queue[Out | None] = queue_mod.Queue(maxsize=4)
 
     def run(self) -> None:
         imp = self.importer
         while True:
-            batch = self.batches.get()
-            if batch is None:
+            out = self.calls.get()
+            if out is None:
                 return
             if imp.failure is not None:
                 continue  # drain: after a failure nothing more is sent
             try:
-                imp.send(self.client, batch)
+                imp.send(self.client, out)
             except BaseException as exc:
                 imp.fail(exc)
                 continue
-            imp.tracker.ack(batch.numbers)
-            imp.progress(len(batch.numbers))
+            imp.tracker.ack(out.numbers)
+            imp.progress(len(out.numbers))
 
 
 class Importer:
@@ -178,75 +190,84 @@ class Importer:
         self.tracker = tracker
         self.progress = progress
         self.partitions = partitions
+        self.binary = binary
         self.failure: BaseException | None = None
-        self._encoder = PutEncoder() if binary else None
         self._senders = [_Sender(self, c) for c in clients]
         self._next = 0
+
+    def config(self, keys: bool) -> BlockConfig:
+        prefix, window = self.tracker.snapshot()
+        return BlockConfig(
+            queue=self.queue,
+            keys=keys,
+            by_topic=self.options.partition_by_topic,
+            partitions=self.partitions,
+            batch_size=self.options.batch_size,
+            binary=self.binary,
+            acked_prefix=prefix,
+            acked_window=window,
+        )
 
     def fail(self, exc: BaseException) -> None:
         if self.failure is None:
             self.failure = exc
 
-    def send(self, client: Client, batch: Batch) -> None:
-        if self._encoder is None:  # the compact protocol: through thriftpy2's objects
-            messages = tmessages(batch.records)
-            if batch.partition is None:
+    def send(self, client: Client, out: Out) -> None:
+        if not isinstance(out.payload, bytes):  # the compact protocol: thriftpy2's objects
+            messages = tmessages(out.payload)
+            if out.partition is None:
                 client.putMessages(self.queue, messages)
             else:
-                client.putMessagesWithPid(self.queue, batch.partition, messages)
+                client.putMessagesWithPid(self.queue, out.partition, messages)
             return
         trans = client._oprot.trans
-        trans.write(self._encoder.encode(self.queue, batch.partition, batch.records))
+        trans.write(out.payload)
         trans.flush()
-        client._recv("putMessages" if batch.partition is None else "putMessagesWithPid")
+        client._recv("putMessages" if out.partition is None else "putMessagesWithPid")
 
-    def _dispatch(self, batch: Batch) -> None:
-        if batch.partition is None:
+    def _dispatch(self, out: Out) -> None:
+        if out.partition is None:
             sender = self._senders[self._next % len(self._senders)]
             self._next += 1
         else:
-            sender = self._senders[batch.partition % len(self._senders)]
+            sender = self._senders[out.partition % len(self._senders)]
         while self.failure is None:  # a full queue waits, unless the import already failed
             with contextlib.suppress(queue_mod.Full):
-                sender.batches.put(batch, timeout=0.2)
+                sender.calls.put(out, timeout=0.2)
                 return
 
-    def run(self, records: Iterator[tuple[int, Record]]) -> int:
-        """Sends every record not yet acknowledged; returns how many were sent. Raises the
-        first failure (a bad record, a refused batch, a broken connection) after the calls
-        in flight have ended."""
+    def run(self, blocks: Iterator[BlockResult]) -> int:
+        """Sends the calls of every block, in order; returns how many records were sent.
+        Raises the first failure (a bad record, a refused batch, a broken connection) after
+        the calls in flight have ended; what came before a bad record is still sent."""
         for s in self._senders:
             s.start()
-        pending: dict[int | None, Batch] = {}
-        size = self.options.batch_size
-        by_topic = self.options.partition_by_topic
         sent = 0
         read_error: BaseException | None = None
+        # The parsing thread runs C calls of a millisecond or two (a block's decode) that
+        # hold the GIL; a sender whose reply came in waits for the GIL before it sends the
+        # next call, and by default asks for it only after 5 ms: the gateway idles meanwhile.
+        # A shorter interval keeps the calls flowing (1.5-2x the import rate, measured).
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         try:
-            for n, record in records:
+            for block in blocks:
                 if self.failure is not None:
                     break
-                p = record.partition
-                if p is None and by_topic:
-                    p = zlib.crc32(record.topic) % self.partitions
-                batch = pending.get(p)
-                if batch is None:
-                    batch = pending[p] = Batch(p)
-                batch.records.append(record)
-                batch.numbers.append(n)
-                sent += 1
-                if len(batch.records) >= size:
-                    del pending[p]
-                    self._dispatch(batch)
+                for out in block.outs:
+                    self._dispatch(out)
+                sent += block.records
+                if block.error is not None:
+                    read_error = block.error
+                    break
         except (ToolkitError, UnicodeDecodeError, OSError) as exc:
-            read_error = exc  # what came before the bad record is still sent
+            read_error = exc
         finally:
-            for batch in pending.values():
-                self._dispatch(batch)
             for s in self._senders:
-                s.batches.put(None)
+                s.calls.put(None)
             for s in self._senders:
                 s.join()
+            sys.setswitchinterval(interval)
         if self.failure is not None:
             raise self.failure
         if read_error is not None:
@@ -275,29 +296,56 @@ def count_records(path: str) -> int | None:
     return count + (last != b"\n")
 
 
-def read_records(
-    path: str, fmt: str, columns: CsvColumns, keys: bool, skip: Callable[[int], bool]
-) -> tuple[Iterator[tuple[int, Record]], IO[Any]]:
-    """((record number from 0, record) of the input, except those ``skip`` names; the stream
-    to close). Skipped JSON lines are not even parsed."""
+def read_blocks(
+    path: str, fmt: str, columns: CsvColumns, cfg: BlockConfig, workers: int
+) -> tuple[Iterator[BlockResult], Callable[[], None]]:
+    """The input's calls, a block at a time, in file order (records already acknowledged left
+    out), and what closes the input (and the worker processes)."""
+    lines_per_block = cfg.batch_size * max(1, min(cfg.partitions, 16))
     if fmt == "csv":
         if path == "-":
             stream: IO[Any] = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
         else:
             stream = open(path, encoding="utf-8", newline="")  # noqa: SIM115 - returned
-        rows = read_csv(stream, columns, keys)
-        return ((n, r) for n, r in enumerate(rows) if not skip(n)), stream
+        rows = read_csv(stream, columns, cfg.keys)
+
+        def csv_blocks() -> Iterator[BlockResult]:
+            skip = AckTracker(cfg.acked_prefix, cfg.acked_window).is_acked
+            numbered = ((n, r) for n, r in enumerate(rows) if not skip(n))
+            while chunk := list(itertools.islice(numbered, lines_per_block)):
+                yield encode_records(cfg, chunk)
+
+        return csv_blocks(), stream.close
     binary: IO[bytes] = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
+    raw = blocks.read_blocks(binary, lines_per_block)
 
-    def jsonl() -> Iterator[tuple[int, Record]]:
-        for n, line in enumerate(binary):
-            if skip(n):
-                continue
-            if not line.strip():
-                raise ToolkitError(f"line {n + 1}: empty line (every line must hold a message)")
-            yield n, parse_json_line(line, n + 1, keys)
+    def close() -> None:
+        if binary is not sys.stdin.buffer:
+            binary.close()
 
-    return jsonl(), binary
+    if workers <= 0:
+        return (encode_block(cfg, *job) for job in raw), close
+    pool = multiprocessing.get_context("fork").Pool(
+        workers, initializer=blocks.worker_init, initargs=(cfg,)
+    )
+
+    def close_all() -> None:
+        pool.terminate()
+        pool.join()
+        close()
+
+    def in_order() -> Iterator[BlockResult]:
+        # at most two blocks per worker in flight: Pool.imap would read the whole input
+        # ahead and keep every result the senders have not taken yet
+        pending: collections.deque[Any] = collections.deque()
+        for job in raw:
+            pending.append(pool.apply_async(blocks.worker_encode, (job,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+    return in_order(), close_all
 
 
 def keys_supported() -> bool:

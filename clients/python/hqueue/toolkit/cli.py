@@ -234,6 +234,13 @@ def _add_bulk_commands(add: Any) -> None:
         "--connections", type=int, default=4, help="connections, one call in flight each (4)"
     )
     p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="processes that parse and encode the input, for a gateway faster than one core "
+        "of parsing (default 0: the importing process parses, while its sender threads send)",
+    )
+    p.add_argument(
         "--resume",
         action="store_true",
         help="skip the records a previous run recorded as acknowledged (in the state file)",
