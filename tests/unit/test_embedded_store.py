@@ -11,9 +11,9 @@ import pytest
 from gateway import rowkey
 from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
-from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore
+from gateway.store.embedded import store as embedded
 
 T0 = wall_clock_ms()
 

@@ -61,15 +61,15 @@ from rocksdict import (
     WriteOptions,
 )
 
-from .. import rowkey
-from .._wal import Syncer, put_wal_cells, wal_cells
-from .._wirecheck import scan_cells
-from ..errors import HQueueError, InvalidArgument, StoreError
-from ..ids import wall_clock_ms
-from ..rowkey import MessageId
-from .base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
-from .gate import Gate
-from .wal import SEGMENT_BYTES, LogError, WriteAheadLog
+from ... import rowkey
+from ..._wal import Syncer, put_wal_cells, wal_cells
+from ..._wirecheck import scan_cells
+from ...errors import HQueueError, InvalidArgument, StoreError
+from ...ids import wall_clock_ms
+from ...rowkey import MessageId
+from ..base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from ..gate import Gate
+from ..wal import SEGMENT_BYTES, LogError, WriteAheadLog
 
 log = logging.getLogger(__name__)
 
