@@ -9,8 +9,8 @@ visible to scans only once durable: each partition's lowest not-yet-synced key b
 scan. Log segments are reused once RocksDB holds their rows in its files (after
 ``LOG_SEGMENTS_KEPT`` more have filled; families that have not flushed them by then are
 flushed). On start the log's records after its checkpoint are applied again. Queue metadata
-and small records still go through RocksDB's own log, synced in the thread pool by one
-committer greenlet.
+and small records still go through RocksDB's own log, synced in the thread pool; both logs
+use the one ``GroupCommit`` of commit.py.
 """
 
 from __future__ import annotations
@@ -85,12 +85,8 @@ def _apply_record(payload: bytes, put: Any, handles: dict[bytes, Any]) -> int:
 class _MessageLog(_State):
     """Syncs of the message log, its retirement (flushes, checkpoints) and replay."""
 
-    def _kick_log_sync(self) -> None:
+    def _begin_log_sync(self, group: _Group) -> None:
         assert self._syncer is not None
-        group = self._log_group
-        self._log_group = _Group()
-        self._log_flushing = group
-        group.began = time.perf_counter()
         self._syncer.kick(self._wal.take_unsynced())
 
     def _log_sync_loop(self) -> None:
@@ -100,20 +96,18 @@ class _MessageLog(_State):
         while True:
             hub.wait(watcher)
             err = self._syncer.finish()
-            group = self._log_flushing
+            group = self._log.running
             if err is None or group is None:
                 continue
-            self._log_flushing = None
+            error = None
             if err:
                 log.error("write-ahead log sync failed: %s", os.strerror(err))
-                group.error = OSError(err, os.strerror(err))
+                error = OSError(err, os.strerror(err))
             if self.on_log_sync is not None:
                 self.on_log_sync(
                     group.puts, group.messages, time.perf_counter() - group.began, bool(err)
                 )
-            group.done.set()
-            if self._log_group.dirty:
-                self._kick_log_sync()
+            self._log.finished(error)
 
     def _flush_loop(self) -> None:
         """Flushes the families a closed log segment wrote to, then lets the log reuse it."""
@@ -210,9 +204,9 @@ class _MessageLog(_State):
 
     def _pending_floor(self, family: str, partition: int) -> bytes | None:
         slot = (family, partition)
-        floor = self._log_group.floors.get(slot)
-        if self._log_flushing is not None:
-            other = self._log_flushing.floors.get(slot)
+        floor = self._log.current.floors.get(slot)
+        if self._log.running is not None:
+            other = self._log.running.floors.get(slot)
             if other is not None and (floor is None or other < floor):
                 floor = other
         return floor

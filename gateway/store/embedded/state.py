@@ -22,7 +22,7 @@ from ..._wal import Syncer
 from ..base import QueueMeta
 from ..gate import Gate
 from ..wal import SEGMENT_BYTES, WriteAheadLog
-from .commit import _Group
+from .commit import GroupCommit, _Group
 from .cursors import _Cursors
 from .layout import _Layout
 from .messagelog import _Closed
@@ -48,8 +48,7 @@ class _State:
         self._no_wal = WriteOptions()
         # an attribute at run time; rocksdict's stub calls it a method
         self._no_wal.disable_wal = True  # type: ignore[method-assign,assignment]
-        self._log_group = _Group()  # puts since the running log sync began
-        self._log_flushing: _Group | None = None  # the puts the running log sync covers
+        self._log = GroupCommit(self._begin_log_sync)  # of the message log (messagelog.py)
         # called after each log sync: (puts, messages, seconds, failed); set by the metrics
         self.on_log_sync: Callable[[int, int, float, bool], None] | None = None
         self._written: dict[str, None] = {}  # families written in the active log segment
@@ -68,8 +67,8 @@ class _State:
         self._cursors = _Cursors()
         self._no_sync = WriteOptions()
         self._no_sync.sync = False
-        self._current = _Group()
-        self._wake = gevent.event.Event()
+        # of RocksDB's own log (commit.py)
+        self._meta = GroupCommit(self._begin_meta_sync, defer=True)
         self._admin = gevent.lock.RLock()
         # Operations that use RocksDB pass the gate; a reopen closes it (see _heal_loop).
         self._gate = Gate()
@@ -78,7 +77,6 @@ class _State:
         self._healer: gevent.Greenlet | None = None
         self._reopen_needs = 0  # bytes of memtables the reopen flushes
         self._running = False
-        self._committer: gevent.Greenlet | None = None
         self._sweeper: gevent.Greenlet | None = None
         self._expirer: gevent.Greenlet | None = None
         self._log_syncer: gevent.Greenlet | None = None
@@ -119,4 +117,10 @@ class _State:
         raise NotImplementedError  # extras.py
 
     def _replay(self) -> None:  # messagelog.py
+        raise NotImplementedError
+
+    def _begin_log_sync(self, group: _Group) -> None:  # messagelog.py
+        raise NotImplementedError
+
+    def _begin_meta_sync(self, group: _Group) -> None:  # commit.py
         raise NotImplementedError

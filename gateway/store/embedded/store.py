@@ -63,7 +63,6 @@ class EmbeddedStore(
         self._open()
         self._syncer = Syncer()
         self._running = True
-        self._committer = gevent.spawn(self._commit_loop)
         self._log_syncer = gevent.spawn(self._log_sync_loop)
         self._flusher = gevent.spawn(self._flush_loop)
         self._sweeper = gevent.spawn(self._sweep_loop)
@@ -80,11 +79,8 @@ class EmbeddedStore(
             self._expirer.kill()
         if self._healer is not None:
             self._healer.kill()
-        self._wake.set()
-        if self._committer is not None:
-            self._committer.join()
-        while self._log_flushing is not None:  # puts still waiting for their sync
-            self._log_flushing.done.wait()
+        self._meta.drain()  # writes still waiting for their sync
+        self._log.drain()
         if self._log_syncer is not None:
             self._log_syncer.kill()
         self._flushes.put(None)
@@ -236,7 +232,7 @@ class EmbeddedStore(
             db = self._db_required()
             parts: list[bytes] = []
             rows: list[tuple[Any, bytes]] = []
-            group = self._log_group
+            group = self._log.current
             floors = group.floors
             names: list[tuple[str, int]] = []  # (family, rows) per batch
             for partition, keys, topics, values in batches:
@@ -268,8 +264,7 @@ class EmbeddedStore(
             group.dirty = True
             group.puts += 1
             group.messages += sum(count for _, count in names)
-            if self._log_flushing is None:
-                self._kick_log_sync()
+            self._log.join()  # starts the sync if none runs
             # The sync runs on its own thread while the memtable fills here.
             batch = WriteBatch(raw_mode=True)
             for handle, cells in rows:

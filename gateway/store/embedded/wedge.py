@@ -231,8 +231,7 @@ class _Wedge(_State):
         with self._gate.closed():
             if self._spare is not None:  # it would add a segment to the closed log
                 self._spare.join()
-            while self._log_flushing is not None:
-                self._log_flushing.done.wait()
+            self._log.drain()
             self._close()
             self._closed.clear()  # segments of the old epoch: the replay covers them
             self._written = {}
