@@ -13,7 +13,8 @@ from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
 from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
-from gateway.store.embedded import EmbeddedStore
+from gateway.store.embedded import EmbeddedStore, extras, layout
+from gateway.store.embedded import cursors as kept
 
 T0 = wall_clock_ms()
 
@@ -101,19 +102,19 @@ def test_topic_filters_go_on_across_chunks(store: EmbeddedStore) -> None:
 
 def test_kept_iterators_are_bounded_in_number_and_age(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
-    monkeypatch.setattr(embedded.time, "monotonic", lambda: now[0])
-    cursors = embedded._Cursors()
-    for i in range(embedded._Cursors.MAX + 10):
+    monkeypatch.setattr(kept.time, "monotonic", lambda: now[0])
+    cursors = kept._Cursors()
+    for i in range(kept._Cursors.MAX + 10):
         cursors.keep(("f", 0, False), i.to_bytes(4, "big"), iter([i]))
-    assert len(cursors._kept) == embedded._Cursors.MAX
+    assert len(cursors._kept) == kept._Cursors.MAX
     assert cursors.take(("f", 0, False), (0).to_bytes(4, "big")) is None  # evicted first
-    last = (embedded._Cursors.MAX + 9).to_bytes(4, "big")
-    assert next(cursors.take(("f", 0, False), last)) == embedded._Cursors.MAX + 9
+    last = (kept._Cursors.MAX + 9).to_bytes(4, "big")
+    assert next(cursors.take(("f", 0, False), last)) == kept._Cursors.MAX + 9
     cursors.keep(("f", 1, False), b"k", iter([1]))
-    now[0] += embedded._Cursors.MAX_AGE + 1
+    now[0] += kept._Cursors.MAX_AGE + 1
     assert cursors.take(("f", 1, False), b"k") is None  # too old to trust
     cursors.keep(("h", 1, False), b"k", iter([1]))
-    now[0] += embedded._Cursors.MAX_AGE + 1
+    now[0] += kept._Cursors.MAX_AGE + 1
     cursors.expire()  # without any scan going on
     assert not cursors._kept
     cursors.keep(("g", 1, False), b"k", iter([1]))
@@ -175,11 +176,11 @@ def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -
     one column family <name>@<generation>."""
     from rocksdict import Rdict, WriteBatch
 
-    db = Rdict(str(tmp_path / "rocksdb"), embedded._options())
+    db = Rdict(str(tmp_path / "rocksdb"), layout._options())
     meta = QueueMeta("old", 3, 3600, generation=1)
     db.put(b"queue\x00old", meta.to_json())
     db.put(b"generation", b"1")
-    db.create_column_family("old@1", embedded._options())
+    db.create_column_family("old@1", layout._options())
     batch = WriteBatch(raw_mode=True)
     handle = db.get_column_family_handle("old@1")
     for p in range(3):
@@ -311,13 +312,13 @@ def test_a_start_drops_keys_of_generations_no_queue_has(tmp_path: Path) -> None:
     meta = s.create_queue(QueueMeta("q", 1, 3600))
     s.put_extras(meta, [(0, MessageId(T0, 0), b"k", b"v")])
     assert s._extras is not None
-    s._extras[0].put(embedded._GEN.pack(meta.generation + 1000) + b"E" + bytes(12), b"left")
+    s._extras[0].put(extras._GEN.pack(meta.generation + 1000) + b"E" + bytes(12), b"left")
     s.stop()
     s = EmbeddedStore(tmp_path)
     s.start()
     try:
         entries = _extras_entries(s)
         assert len(entries) == 2  # the live queue's value and index entry
-        assert all(e.startswith(embedded._GEN.pack(meta.generation)) for e in entries)
+        assert all(e.startswith(extras._GEN.pack(meta.generation)) for e in entries)
     finally:
         s.stop()

@@ -1,0 +1,209 @@
+"""The embedded store's layout: column families (regions), keys of metadata and records.
+
+Layout: a queue's partitions are split into regions as on HBase (``partitionsPerRegion``, by
+default one partition each, at most ``MAX_FAMILIES_PER_QUEUE`` regions, ``FAMILY_BUDGET`` over all
+queues), and each region is a
+column family ``<name>@<generation>#<region>``, so truncate and re-create swap in fresh families
+and drop the old ones at once. The default family holds queue metadata. Keys are the shared row
+keys of :mod:`gateway.rowkey`; a value is topic length + topic + body.
+
+Why regions: a partition only ever grows at its end, so in a family of its own new data never
+overlaps older data and compaction writes each byte about once. One family for all partitions
+made every flushed file (new rows of every partition) overlap the whole older key range:
+compaction rewrote the stored backlog again and again (4.8x the flushed bytes with 10 million
+messages stored, against 1.0x per partition), taking the CPU puts needed. Queues made before
+regions existed (no ``families`` in their metadata) keep their one ``<name>@<generation>``
+family until they are truncated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import gevent
+import gevent.event
+import gevent.lock
+import gevent.queue
+from rocksdict import (
+    BlockBasedOptions,
+    DBCompressionType,
+    Options,
+    Rdict,
+)
+
+from ...errors import InvalidArgument
+from ..base import QueueMeta
+
+if TYPE_CHECKING:
+    from .state import _State
+else:
+    _State = object  # the mixins below are put together by EmbeddedStore (store.py)
+
+log = logging.getLogger(__name__)
+
+_META_PREFIX = b"queue\x00"
+_GENERATION_KEY = b"generation"
+# Small records (see PartitionStore.get_record): b"record\x00" + namespace + b"\x00" + key.
+_RECORD_PREFIX = b"record\x00"
+_KEY = struct.Struct(">hqh")
+# Column families (regions) one queue gets at most; more partitions share them. RocksDB
+# rewrites its whole OPTIONS file for every family it creates or drops, so the families of all
+# queues together are capped too: past FAMILY_BUDGET a new queue gets one family (creating a
+# queue then still takes milliseconds; 960 families made it take 2 s).
+MAX_FAMILIES_PER_QUEUE = 16
+FAMILY_BUDGET = 256
+# Memtable memory of all families together; past it RocksDB flushes the largest.
+MEMTABLES_BYTES = 256 << 20
+# RocksDB's data block size. Queues are read in long runs of consecutive rows, so big blocks
+# (fewer block loads and checks per message) read a stored backlog about 12 % faster than 4 KiB.
+BLOCK_BYTES = 64 << 10
+
+
+def _options() -> Options:
+    opts = Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    opts.increase_parallelism(2)
+    opts.set_max_background_jobs(2)
+    opts.set_db_write_buffer_size(MEMTABLES_BYTES)
+    # Recent data (L0, L1) is rewritten soonest: not compressed, so flushes and the first
+    # compactions cost less CPU (put throughput +5-8 % here); LZ4 for what stays.
+    none, lz4 = DBCompressionType.none(), DBCompressionType.lz4()
+    opts.set_compression_per_level([none, none, lz4, lz4, lz4, lz4, lz4])
+    table = BlockBasedOptions()
+    table.set_block_size(BLOCK_BYTES)
+    opts.set_block_based_table_factory(table)
+    return opts
+
+
+def families_for(meta: QueueMeta, in_use: int = 0) -> int:
+    """How many column families (regions) a new generation of ``meta`` gets when the other
+    queues have ``in_use``."""
+    per_region = int(meta.config.get("hbase.hqueue.partitionsPerRegion", "1"))
+    per_region = max(per_region, -(-meta.partitions // MAX_FAMILIES_PER_QUEUE))
+    wanted = -(-meta.partitions // per_region)
+    return wanted if in_use + wanted <= FAMILY_BUDGET else 1
+
+
+class _Layout(NamedTuple):
+    """Where a queue generation's partitions live: ``families`` column families of ``span``
+    consecutive partitions each; ``legacy``: the one family of queues made before regions."""
+
+    base: str  # <name>@<generation>
+    generation: int
+    families: int
+    span: int
+    legacy: bool
+
+    @classmethod
+    def of(cls, meta: QueueMeta, families: int | None) -> _Layout:
+        base = f"{meta.name}@{meta.generation}"
+        if families is None:
+            return cls(base, meta.generation, 1, max(1, meta.partitions), True)
+        span = -(-meta.partitions // families)
+        return cls(base, meta.generation, families, span, False)
+
+    def names(self) -> list[str]:
+        if self.legacy:
+            return [self.base]
+        return [f"{self.base}#{i}" for i in range(self.families)]
+
+    def name_of(self, partition: int) -> str:
+        return self.base if self.legacy else f"{self.base}#{partition // self.span}"
+
+
+def _record_key(namespace: str, key: str) -> bytes:
+    if "\x00" in namespace:
+        raise ValueError("'namespace' must not contain NUL")
+    return _RECORD_PREFIX + namespace.encode() + b"\x00" + key.encode()
+
+
+class _Families(_State):
+    """Opens, makes and drops the column families of queue generations; queue metadata."""
+
+    def _require(self, name: str) -> QueueMeta:
+        meta = self._queues.get(name)
+        if meta is None:
+            raise InvalidArgument("queueName", f"queue '{name}' does not exist")
+        return meta
+
+    def _family(self, meta: QueueMeta, partition: int) -> tuple[_Layout, tuple[Rdict, Any]]:
+        """The column family (Rdict, handle) holding ``partition`` of ``meta``'s generation,
+        and that generation's layout (floors and kept iterators are filed under its base)."""
+        entry = self._families.get(meta.name)
+        if entry is None or entry[0].generation != meta.generation:
+            raise InvalidArgument(
+                "queueName", f"queue '{meta.name}' was truncated or deleted meanwhile"
+            )
+        layout, families = entry
+        return layout, families[partition // layout.span]
+
+    def _families_in_use(self) -> int:
+        return sum(layout.families for layout, _ in self._families.values())
+
+    def _open_families(self, queue: str, layout: _Layout, *, create: bool) -> None:
+        self._families[queue] = (layout, self._make_families(layout, create=create))
+
+    def _make_families(self, layout: _Layout, *, create: bool = True) -> list[tuple[Rdict, Any]]:
+        """Opens (creating them first when ``create``) the families of ``layout``.
+
+        Creating or dropping a family makes RocksDB rewrite its OPTIONS file, tens of ms with a
+        hundred families, holding the GIL: in the thread pool, one family per call, the loop
+        gets the GIL back between two and no put waits for more than one (it waited for all
+        32 of a 16-partition truncate, 0.7-1 s, on the loop)."""
+        db = self._db_required()
+        pool = gevent.get_hub().threadpool
+        opened = []
+        for name in layout.names():
+            if create:
+                self._db_call(pool.apply, db.create_column_family, (name, _options()))
+            cf = self._db_call(db.get_column_family, name)
+            opened.append((cf, self._db_call(db.get_column_family_handle, name)))
+        return opened
+
+    def _undo_families(self, layout: _Layout) -> None:
+        """Drops what exists of ``layout``'s families (after a failed create or truncate); one
+        that cannot be dropped now is an orphan the next start drops."""
+        db = self._db_required()
+        pool = gevent.get_hub().threadpool
+        for name in layout.names():
+            with contextlib.suppress(Exception):
+                pool.apply(db.drop_column_family, (name,))
+
+    def _drop_families(self, queue: str) -> None:
+        entry = self._families.pop(queue, None)
+        if entry is not None:
+            self._drop(entry[0])
+
+    def _drop(self, layout: _Layout) -> None:
+        self._cursors.drop(layout.base)
+        db = self._db_required()
+        pool = gevent.get_hub().threadpool  # see _make_families
+        for name in layout.names():
+            self._db_call(pool.apply, db.drop_column_family, (name,))
+
+    def _live_families(self) -> dict[str, tuple[Rdict, Any]]:
+        """Every open column family by name: (its Rdict, its handle)."""
+        live: dict[str, tuple[Rdict, Any]] = {}
+        for layout, families in self._families.values():
+            live.update(zip(layout.names(), families, strict=True))
+        return live
+
+    def _next_generation(self) -> int:
+        db = self._db_required()
+        raw = db.get(_GENERATION_KEY)
+        generation = (int(raw) if raw else 0) + 1
+        self._db_call(db.put, _GENERATION_KEY, str(generation).encode(), self._no_sync)
+        self._await_sync()
+        return generation
+
+    def _save_meta(self, meta: QueueMeta) -> None:
+        db = self._db_required()
+        layout = self._families[meta.name][0]
+        extra = {} if layout.legacy else {"families": layout.families}
+        raw = meta.to_json(**extra)
+        self._db_call(db.put, _META_PREFIX + meta.name.encode(), raw, self._no_sync)
+        self._await_sync()
