@@ -3,6 +3,7 @@ attached to what scans return, found by key."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -70,6 +71,7 @@ def test_scans_and_lookups_carry_keys_and_properties() -> None:
     svc.putMessagesWithPid(
         b"q", 1, [T.TMessage(topic=b"t", value=b"b", key=b"k", properties={"p": b"1"})]
     )
+    time.sleep(0.005)  # a later millisecond: "c" is the newest, not tied with "b"
     svc.putMessagesWithPid(b"q", 0, [T.TMessage(topic=b"t", value=b"c", key=b"k")])
     sid = svc.queueScannerOpen(b"q", T.TMessageScan())
     got = {m.value: m for m in svc.messageScannerGetList(sid, 10)}
