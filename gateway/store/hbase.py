@@ -36,11 +36,11 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
 
 from .. import rowkey
-from .._wirecheck import encode_mutate_rows
 from ..errors import HQueueError, InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
+from ._hbasecodec import encode_mutate_rows
 from .base import Extra, PartitionStore, PutBatch, QueueMeta, ScanResult
 from .hbase_meta import FAMILY as META_FAMILY
 from .hbase_meta import MetaTable

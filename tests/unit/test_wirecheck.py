@@ -271,7 +271,7 @@ def test_mutate_rows_call_is_what_thriftpy2_writes(rows: list, table: bytes) -> 
     import happybase  # noqa: F401 - loads Hbase_thrift, the HBase Thrift1 IDL it ships
     import Hbase_thrift as H
 
-    from gateway._wirecheck import encode_mutate_rows
+    from gateway.store._hbasecodec import encode_mutate_rows
 
     keys, topics, values = ([r[i] for r in rows] for i in range(3))
     buf = TMemoryBuffer()
@@ -287,7 +287,7 @@ def test_mutate_rows_call_is_what_thriftpy2_writes(rows: list, table: bytes) -> 
 
 
 def test_mutate_rows_refuses_what_it_cannot_encode() -> None:
-    from gateway._wirecheck import encode_mutate_rows
+    from gateway.store._hbasecodec import encode_mutate_rows
 
     with pytest.raises(ValueError, match="differ in length"):
         encode_mutate_rows(b"t", b"m:", [b"k"], [], [b"v"])
@@ -324,7 +324,7 @@ def test_rows_reply_decodes_as_thriftpy2_does(cells: list) -> None:
     import Hbase_thrift as H
 
     from gateway import rowkey
-    from gateway._wirecheck import decode_rows_reply
+    from gateway.store._hbasecodec import decode_rows_reply
 
     results = [
         H.TRowResult(
@@ -340,7 +340,7 @@ def test_rows_reply_decodes_as_thriftpy2_does(cells: list) -> None:
 def test_rows_reply_leaves_the_unusual_to_the_generic_path() -> None:
     import Hbase_thrift as H
 
-    from gateway._wirecheck import decode_rows_reply
+    from gateway.store._hbasecodec import decode_rows_reply
 
     ours = H.TRowResult(row=bytes(12), columns={b"message:t": H.TCell(value=b"v")})
     assert decode_rows_reply(_rows_reply([ours]), 8) == ([(0, 0, b"t", b"v")], 1)
