@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from . import _wal
+from . import fast
 
 _KEY = struct.Struct(">hqh")
 _PARTITION = struct.Struct(">h")
@@ -44,7 +44,7 @@ def consecutive_ids(timestamp: int, sequence: int, count: int) -> list[tuple[int
 
 # The row keys of consecutive_ids(timestamp, sequence, count) in ``partition``, built in C (one
 # bytes object per key, no Python step between them): the put path makes one per message.
-consecutive_keys = _wal.consecutive_keys
+consecutive_keys = fast.consecutive_keys
 
 
 def decode(key: bytes) -> tuple[int, int, int]:

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import gevent
 
 from . import peer, rowkey
-from ._merge import merge_rows
 from .errors import InvalidArgument, Overloaded
+from .fast import merge_rows
 from .ids import wall_clock_ms
 from .rowkey import MessageId
 from .store.base import PartitionStore, QueueMeta, Row

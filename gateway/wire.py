@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import gevent.event
 from thriftpy2.transport import TTransportException
 
-from ._wirecheck import scan
+from .fast import scan
 
 _READ_CHUNK = 256 * 1024
 _FRAME = struct.Struct(">i")

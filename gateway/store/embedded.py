@@ -62,8 +62,8 @@ from rocksdict import (
 )
 
 from .. import rowkey
-from .._wal import Syncer, put_wal_cells, scan_cells, wal_cells
 from ..errors import HQueueError, InvalidArgument, StoreError
+from ..fast import Syncer, put_wal_cells, scan_cells, wal_cells
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from .base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult

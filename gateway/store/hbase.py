@@ -37,10 +37,10 @@ from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFacto
 
 from .. import rowkey
 from ..errors import HQueueError, InvalidArgument, StoreError
+from ..fast import encode_mutate_rows
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
-from ._hbasecodec import encode_mutate_rows
 from .base import Extra, PartitionStore, PutBatch, QueueMeta, ScanResult
 from .hbase_meta import FAMILY as META_FAMILY
 from .hbase_meta import MetaTable

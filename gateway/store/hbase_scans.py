@@ -25,9 +25,9 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.transport import TMemoryBuffer
 
 from .. import rowkey
-from .._wirecheck import scan as scan_message
 from ..errors import StoreError
-from ._hbasecodec import decode_rows_reply
+from ..fast import decode_rows_reply
+from ..fast import scan as scan_message
 from .base import Row
 
 log = logging.getLogger(__name__)

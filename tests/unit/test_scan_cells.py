@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway._wal import scan_cells
+from gateway.fast import scan_cells
 
 KEY = struct.Struct(">hqh")
 
