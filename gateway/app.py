@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 import gevent.event
 from gevent.pywsgi import WSGIServer
-from hqueue.protocol import hqueue_thrift
+from hqueue_contract.protocol import hqueue_thrift
 
 from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor

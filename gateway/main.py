@@ -12,6 +12,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+# the libraries of pyproject.toml's `gateway` extra (import names), which a client-only
+# install lacks
+GATEWAY_EXTRA = frozenset({"rocksdict", "happybase", "kazoo", "prometheus_client", "flask"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -344,7 +348,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         except ValueError as exc:
             parser.error(str(exc))
     if args.advertise:
-        from hqueue.protocol import parse_address
+        from hqueue_contract.protocol import parse_address
 
         try:
             parse_address(args.advertise, argument="--advertise")
@@ -371,9 +375,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from .app import Gateway, GatewayConfig
-    from .subscriptions.sender import SenderOptions
-    from .subscriptions.workers import PushOptions
+    try:
+        from .app import Gateway, GatewayConfig
+        from .subscriptions.sender import SenderOptions
+        from .subscriptions.workers import PushOptions
+    except ModuleNotFoundError as exc:  # `pip install hqueue` is the client side only
+        if (exc.name or "").split(".")[0] not in GATEWAY_EXTRA:
+            raise
+        print(
+            f"hqueue-gateway: {exc.name} is not installed; the gateway needs the 'gateway' "
+            "extra: pip install 'hqueue[gateway]'",
+            file=sys.stderr,
+        )
+        return 2
 
     config = GatewayConfig(
         host=args.host,

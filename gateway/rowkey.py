@@ -8,24 +8,21 @@ and lexicographic byte order is (partition, timestamp, sequence) order.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+
+# The MessageID type and the limits both sides of the wire share, re-exported (the gateway
+# imports them from here): MessageId is (timestamp ms, sequence id), the very type of the
+# client's hqueue.MessageID; partition ids are 0..MAX_PARTITIONS-1 and sequence ids
+# 0..MAX_SEQUENCE within one millisecond.
+from hqueue_contract.ids import MessageID as MessageId
+from hqueue_contract.limits import MAX_PARTITIONS as MAX_PARTITIONS
+from hqueue_contract.limits import MAX_SEQUENCE as MAX_SEQUENCE
+from hqueue_contract.limits import MAX_TIMESTAMP as MAX_TIMESTAMP
 
 from . import fast
 
 _KEY = struct.Struct(">hqh")
 _PARTITION = struct.Struct(">h")
 KEY_LENGTH = _KEY.size  # 12
-
-MAX_PARTITIONS = 32767  # partition ids are 0..32766
-MAX_SEQUENCE = 32767  # sequence ids are 0..32767 within one millisecond
-MAX_TIMESTAMP = (1 << 63) - 1
-
-
-class MessageId(NamedTuple):
-    """(timestamp ms, sequence id); tuples order exactly as row keys do."""
-
-    timestamp: int
-    sequence: int
 
 
 MAX_ID = MessageId(MAX_TIMESTAMP, MAX_SEQUENCE)

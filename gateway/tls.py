@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hqueue import tls as hqueue_tls
+from hqueue_contract import tls as hqueue_tls
 
 log = logging.getLogger(__name__)
 

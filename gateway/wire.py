@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import gevent.event
+from hqueue_contract.limits import MAX_PARTITIONS
 from thriftpy2.transport import TTransportException
 
 from .fast import scan
@@ -82,7 +83,7 @@ class RequestLimits:
         return cls(
             max_request_bytes=max_request_bytes,
             max_string_bytes=max(max_request_bytes, max_value_bytes, 4096),
-            max_container=max(max_batch_messages, 32767),  # a list of every partition id
+            max_container=max(max_batch_messages, MAX_PARTITIONS),  # a list of every partition id
             max_values=8 * max_batch_messages + 1024,  # a message is at most ~5 values
         )
 

@@ -29,6 +29,9 @@ _EXPORTS = {
     "Subscriber": "subscriber",
     "create_subscriber": "subscriber",
     "Subscription": "subscription",
+    # Subscription(retry=...): the record's type, from hqueue_contract.registry (it was
+    # importable only as hqueue.subscriptions.RetryPolicy before the contract package)
+    "RetryPolicy": "subscription",
     "parse_partitions": "subscription",
 }
 __all__ = sorted(_EXPORTS)

@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
     """(client TLS to the gateway, server context for consumeMessages); usage errors named."""
     from hqueue.errors import InvalidArgument
-    from hqueue.tls import TLS, server_context
+    from hqueue.tls import TLS
+    from hqueue_contract.tls import server_context
 
     if args.tls_client_ca and not args.tls_cert:
         parser.error("--tls-client-ca needs --tls-cert")

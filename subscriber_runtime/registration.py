@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 import gevent
-from hqueue import subscriptions as layout
-from hqueue import zk
-from hqueue.protocol import connect, parse_address
+from hqueue.protocol import connect
+from hqueue_contract import registry as layout
+from hqueue_contract import zk
+from hqueue_contract.protocol import parse_address
 
 from .subscription import Subscription
 

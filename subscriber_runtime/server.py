@@ -16,7 +16,7 @@ from typing import Any
 
 import gevent
 from gevent.server import StreamServer
-from hqueue.protocol import subscriber_thrift
+from hqueue_contract.protocol import subscriber_thrift
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TSocket, TTransportException

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import Id, RetryPolicy, check_name
+from hqueue_contract.limits import MAX_PARTITION_ID, MAX_SEQUENCE
+from hqueue_contract.protocol import hqueue_thrift
+from hqueue_contract.registry import Id, RetryPolicy, check_name
 
 
 @dataclass
@@ -53,12 +54,14 @@ class Subscription:
         ``addPartitions`` does; returns it, so calls can be chained."""
         more = dict(partitions) if isinstance(partitions, Mapping) else dict.fromkeys(partitions)
         for p, start in more.items():
-            if not isinstance(p, int) or not 0 <= p < 32767:
-                raise ValueError(f"'partitions' must hold ids 0..32766, got {p!r}")
+            if not isinstance(p, int) or not 0 <= p <= MAX_PARTITION_ID:
+                raise ValueError(f"'partitions' must hold ids 0..{MAX_PARTITION_ID}, got {p!r}")
             if start is not None and (
-                len(start) != 2 or start[0] < 0 or not 0 <= start[1] <= 32767
+                len(start) != 2 or start[0] < 0 or not 0 <= start[1] <= MAX_SEQUENCE
             ):
-                raise ValueError(f"start of partition {p} must be (timestamp ms, 0..32767)")
+                raise ValueError(
+                    f"start of partition {p} must be (timestamp ms, 0..{MAX_SEQUENCE})"
+                )
         self.partitions.update(more)
         return self
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from hqueue.protocol import closed_by_peer
+from hqueue_contract.protocol import closed_by_peer
 from thriftpy2.protocol import TCompactProtocolFactory
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
 from thriftpy2.rpc import make_client

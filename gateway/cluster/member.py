@@ -33,7 +33,7 @@ from typing import Any
 
 import gevent
 import gevent.event
-from hqueue import zk as zk_connect
+from hqueue_contract import zk as zk_connect
 from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import validation
 from ..errors import InvalidArgument
 from ..keys import MAX_KEY_BYTES
-from ..rowkey import MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
+from ..rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
 from ..scanners import Scanner, ScanSpec
 from ..store.base import QueueMeta
 
@@ -54,7 +54,7 @@ class Cursor:
             raise InvalidArgument(
                 argument, f"must be TIMESTAMP.SEQUENCE.PARTITION (integers), got {raw!r}"
             ) from None
-        if not (0 <= ts <= MAX_TIMESTAMP and 0 <= seq <= MAX_SEQUENCE and 0 <= p < 32767):
+        if not (0 <= ts <= MAX_TIMESTAMP and 0 <= seq <= MAX_SEQUENCE and 0 <= p < MAX_PARTITIONS):
             raise InvalidArgument(argument, f"is out of range: {raw!r}")
         return cls(ts, seq, p)
 

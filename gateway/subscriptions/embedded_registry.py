@@ -1,7 +1,7 @@
 """The registry without ZooKeeper: records in the gateway's store, liveness in memory.
 
 Records live under the store's ``subscribers`` namespace, key ``<queue>/<name>`` (queue names
-have no '/'), value a :class:`hqueue.subscriptions.SubscriberRecord` with its version. Address,
+have no '/'), value a :class:`hqueue_contract.registry.SubscriberRecord` with its version. Address,
 topics and incarnation are kept in memory only, bound to a lease: like ephemeral znodes they do
 not survive a gateway restart, and subscribers register again when their renewal fails.
 """
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 
 import gevent.lock
-from hqueue.subscriptions import Id, SubscriberRecord
+from hqueue_contract.registry import Id, SubscriberRecord
 
 from ..store.base import PartitionStore
 from .registry import CheckpointConflict, Member, Subscriber, SubscriptionRegistry

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import gevent
-from hqueue.subscriptions import Id, SubscriberRecord
+from hqueue_contract.registry import Id, SubscriberRecord
 
 log = logging.getLogger(__name__)
 

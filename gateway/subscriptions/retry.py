@@ -8,7 +8,7 @@ at the policy's ``max_attempts`` is handed to :class:`DeadLetterWriter` and deli
 with the next one. A subscriber that cannot be reached (connection refused or broken) costs
 no attempts: it is away, not failing, and is retried with back-off for as long as it takes.
 
-Dead letters go to ``<queue>.dlq.<subscriber>`` (:func:`hqueue.subscriptions.dlq_name`),
+Dead letters go to ``<queue>.dlq.<subscriber>`` (:func:`hqueue_contract.registry.dlq_name`),
 created on demand with one partition and the source queue's TTL. Each keeps its topic, body and
 key, its properties plus ``dlq.queue``, ``dlq.partition``, ``dlq.id`` (``TS.SEQ``),
 ``dlq.attempts`` and ``dlq.error``.
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
+from hqueue_contract.registry import REPLAY_PARTITION, dlq_name
 
 from ..errors import InvalidArgument
 from ..keys import Extras, MessageExtras

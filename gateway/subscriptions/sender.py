@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
-from hqueue.protocol import parse_address, subscriber_thrift
-from hqueue.subscriptions import RetryPolicy
+from hqueue_contract.protocol import parse_address, subscriber_thrift
+from hqueue_contract.registry import RetryPolicy
 from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import gevent
-from hqueue import subscriptions as layout
+from hqueue_contract import registry as layout
 
 from .. import peer, rowkey, validation
 from ..errors import InvalidArgument, StoreError
@@ -61,7 +61,7 @@ class SubscriptionService:
         name, topics, requested, opts = self._subscription(meta, subscription)
         addr = _text(address, "address")
         try:
-            from hqueue.protocol import parse_address
+            from hqueue_contract.protocol import parse_address
 
             host, _ = parse_address(addr, argument="address")
         except ValueError as exc:

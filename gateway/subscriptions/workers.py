@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import gevent
 import gevent.event
-from hqueue.subscriptions import REPLAY_PARTITION, dlq_name
+from hqueue_contract.registry import REPLAY_PARTITION, dlq_name
 
 from ..keys import Extras, MessageExtras
 from ..metrics import GatewayStats

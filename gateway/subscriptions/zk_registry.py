@@ -1,6 +1,6 @@
 """The registry on ZooKeeper (kazoo, gevent handler), in the layout of seed 3.5.4.
 
-See :mod:`hqueue.subscriptions` for the znodes. The gateway watches ``/hqueue`` (queues), each
+See :mod:`hqueue_contract.registry` for the znodes. The gateway watches ``/hqueue`` (queues), each
 ``/hqueue/<queue>/subscribers`` (names) and each subscriber node (its record and its ephemeral
 children); every event becomes an ``on_change(queue, name)`` and the worker manager re-reads.
 kazoo's watchers re-arm themselves after a reconnect; the manager also re-reads everything
@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import gevent
-from hqueue import zk
-from hqueue.subscriptions import (
+from hqueue_contract import zk
+from hqueue_contract.registry import (
     ROOT,
     Id,
     SubscriberRecord,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import dlq_name
+from hqueue_contract.registry import dlq_name
 
 from tests.conftest import GatewayFactory, wait_until
 from tests.integration.conftest import Registry, SubscriberFactory, read_jsonl

@@ -11,7 +11,7 @@ import gevent
 import gevent.event
 import pytest
 from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import SubscriberRecord
+from hqueue_contract.registry import SubscriberRecord
 
 from gateway.cluster import pulls
 from gateway.cluster.pulls import ClusterPulls

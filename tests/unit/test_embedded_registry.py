@@ -7,7 +7,7 @@ from pathlib import Path
 
 import gevent
 import pytest
-from hqueue.subscriptions import SubscriberRecord, resolve
+from hqueue_contract.registry import SubscriberRecord, resolve
 
 from gateway.store.embedded import EmbeddedStore
 from gateway.subscriptions.embedded_registry import EmbeddedRegistry

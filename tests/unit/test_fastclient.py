@@ -69,7 +69,7 @@ def as_bytes(x: bytes | str) -> bytes:
 
 
 texts = st.binary(max_size=40) | st.text(max_size=20)
-pids = st.none() | st.integers(0, 32767)
+pids = st.none() | st.integers(0, 32766)
 items = st.one_of(
     st.tuples(texts, texts),
     st.tuples(texts, texts, pids),
@@ -120,9 +120,10 @@ BAD_ITEMS = [
     ([(1, b"v")], "messages[0].topic", "must be bytes or str, got int"),
     ([(b"t", None)], "messages[0].value", "must be bytes or str, got NoneType"),
     ([(b"t", b"v", True)], "messages[0].partition", "must be an int, got bool"),
-    ([(b"t", b"v", 32768)], "messages[0].partition", "must be 0..32767, got 32768"),
-    ([Message(b"t", b"v", partition=-1)], "messages[0].partition", "must be 0..32767, got -1"),
-    ([(b"t", b"v", 2**70)], "messages[0].partition", f"must be 0..32767, got {2**70}"),
+    # partition ids are 0..32766 (a queue has at most 32767 partitions): the gateway's range
+    ([(b"t", b"v", 32767)], "messages[0].partition", "must be 0..32766, got 32767"),
+    ([Message(b"t", b"v", partition=-1)], "messages[0].partition", "must be 0..32766, got -1"),
+    ([(b"t", b"v", 2**70)], "messages[0].partition", f"must be 0..32766, got {2**70}"),
 ]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import gevent
 import pytest
-from hqueue.subscriptions import SubscriberRecord
+from hqueue_contract.registry import SubscriberRecord
 
 from gateway import rowkey
 from gateway.ids import wall_clock_ms

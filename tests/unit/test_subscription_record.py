@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hqueue.subscriptions import (
+from hqueue_contract.registry import (
     SubscriberRecord,
     before,
     check_name,
@@ -167,7 +167,7 @@ def test_add_partitions_changes_the_subscription_it_is_called_on() -> None:
 
 
 def test_retry_policy_backoff_and_record_round_trip() -> None:
-    from hqueue.subscriptions import REPLAY_PARTITION, RetryPolicy, SubscriberRecord
+    from hqueue_contract.registry import REPLAY_PARTITION, RetryPolicy, SubscriberRecord
 
     policy = RetryPolicy()
     assert policy.to_list() == [16, 100, 10_000]
@@ -186,7 +186,7 @@ def test_retry_policy_backoff_and_record_round_trip() -> None:
 
 
 def test_parse_retry() -> None:
-    from hqueue.subscriptions import RetryPolicy
+    from hqueue_contract.registry import RetryPolicy
 
     from subscriber_runtime.subscription import parse_retry
 
@@ -200,7 +200,7 @@ def test_parse_retry() -> None:
 
 
 def test_dlq_name() -> None:
-    from hqueue.subscriptions import dlq_name
+    from hqueue_contract.registry import dlq_name
 
     assert dlq_name("orders", "billing") == "orders.dlq.billing"
     assert dlq_name("q", "a b_c") == "q.dlq.a_20b_5fc"  # escaped, and unambiguous

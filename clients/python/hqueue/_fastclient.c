@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define MAX_DEPTH 64
-#define MAX_PARTITION 32767
+#define MAX_PARTITION 32766 /* hqueue_contract.limits.MAX_PARTITION_ID */
 
 static PyTypeObject *MessageType = NULL;
 static PyTypeObject *MessageIDType = NULL;
@@ -245,7 +245,7 @@ static PyObject *write_put(int seqid, const char *queue, Py_ssize_t queue_len, i
 static int check_partition_arg(int partition)
 {
     if (partition < -1 || partition > MAX_PARTITION) {
-        PyErr_SetString(PyExc_ValueError, "partition must be -1 (none) or 0..32767");
+        PyErr_SetString(PyExc_ValueError, "partition must be -1 (none) or 0..32766");
         return -1;
     }
     return 0;

@@ -9,7 +9,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-MAX_PARTITION = 32767
+from hqueue_contract.limits import MAX_PARTITION_ID as MAX_PARTITION
+
 MAX_DEPTH = 64
 
 _message_type: Any = None
@@ -70,7 +71,7 @@ def _partition(o: Any, prefix: str, index: int) -> int:
 
 def _check_partition_arg(partition: int) -> None:
     if not -1 <= partition <= MAX_PARTITION:
-        raise ValueError("partition must be -1 (none) or 0..32767")
+        raise ValueError(f"partition must be -1 (none) or 0..{MAX_PARTITION}")
 
 
 def _write_put(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from hqueue_contract.limits import MAX_PARTITION_ID, MAX_PARTITIONS, MAX_SEQUENCE
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
@@ -349,7 +350,7 @@ class Connection:
         config: dict[str, str] | None = None,
     ) -> Queue:
         """Creates a queue and returns it. ``ttl_seconds``: how long messages are kept."""
-        _int("partitions", partitions, 1, 32767)
+        _int("partitions", partitions, 1, MAX_PARTITIONS)
         _int("ttl_seconds", ttl_seconds, 1, 2**31 - 1)
         self.call("createQueue", _bytes("name", name), partitions, ttl_seconds, dict(config or {}))
         return Queue(self, name)
@@ -407,7 +408,7 @@ def _message_id(argument: str, value: Any) -> Any:
         ) from None
     return protocol.hqueue_thrift().TMessageID(
         timestamp=_int(f"{argument}.timestamp", timestamp, 0, 2**63 - 1),
-        sequenceID=_int(f"{argument}.sequence", sequence, 0, 32767),
+        sequenceID=_int(f"{argument}.sequence", sequence, 0, MAX_SEQUENCE),
     )
 
 
@@ -465,7 +466,7 @@ class Queue:
                 argument, f"must be a Message or a (topic, value[, partition]) tuple, got {item!r}"
             )
         if partition is not None:
-            _int(f"{argument}.partition", partition, 0, 32767)
+            _int(f"{argument}.partition", partition, 0, MAX_PARTITION_ID)
         return protocol.hqueue_thrift().TMessage(
             topic=_bytes(f"{argument}.topic", topic),
             value=_bytes(f"{argument}.value", value),
@@ -489,7 +490,7 @@ class Queue:
         if partition is None:
             self.connection.call("putMessage", self.name, message)
         else:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
             self._routed("putMessageWithPid", partition, message)
 
     def put_many(
@@ -503,7 +504,7 @@ class Queue:
         item's own partition, else one random partition per batch. ``batch_size`` splits a
         long iterable into several calls (order is kept only within one partition)."""
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         if batch_size is not None:
             _int("batch_size", batch_size, 1, 2**31 - 1)
         if batch_size is None and isinstance(messages, (list, tuple)):
@@ -525,7 +526,7 @@ class Queue:
         each under its own (``topics`` a list as long as ``values``); otherwise as
         :meth:`put_many`. The fastest way to send many messages through one connection."""
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         if batch_size is not None:
             _int("batch_size", batch_size, 1, 2**31 - 1)
         if isinstance(values, (bytes, str)) or not isinstance(values, Sequence):
@@ -676,10 +677,12 @@ class Queue:
         if partitions is None:
             opener: tuple[Any, ...] = ("queueScannerOpen", self.name, spec)
         elif isinstance(partitions, int):
-            _int("partitions", partitions, 0, 32767)
+            _int("partitions", partitions, 0, MAX_PARTITION_ID)
             opener = ("messageScannerOpen", self.name, partitions, spec)
         else:
-            pids = [_int(f"partitions[{i}]", p, 0, 32767) for i, p in enumerate(partitions)]
+            pids = [
+                _int(f"partitions[{i}]", p, 0, MAX_PARTITION_ID) for i, p in enumerate(partitions)
+            ]
             if not pids:
                 raise InvalidArgument("partitions", "must not be empty")
             opener = ("combinedScannerOpen", self.name, pids, spec)
@@ -726,7 +729,7 @@ class Queue:
         """A :class:`~hqueue.batch.Batch` that sends its puts ``batch_size`` at a time (to
         ``partition``, else each message's own, else one random partition per call)."""
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         return Batch(self, batch_size, partition)
 
     def locations(self) -> list[str]:

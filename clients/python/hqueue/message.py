@@ -1,4 +1,5 @@
-"""The two value types a scan hands out: :class:`MessageID` and :class:`Message`.
+"""The two value types a scan hands out: :class:`MessageID` (the contract's, shared with the
+gateway: :mod:`hqueue_contract.ids`) and :class:`Message`.
 
 Both are named tuples: immutable, without a ``__dict__``, cheap to make (the C codec
 ``hqueue._fastclient`` allocates them directly, a few hundred nanoseconds per message), and
@@ -9,12 +10,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from hqueue_contract.ids import MessageID
 
-class MessageID(NamedTuple):
-    """Unique and strictly increasing within a partition; tuples order like the queue."""
-
-    timestamp: int  # milliseconds since the Unix epoch
-    sequence: int
+__all__ = ["KeyedMessage", "Message", "MessageID"]
 
 
 class Message(NamedTuple):

@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from hqueue_contract.limits import MAX_PARTITION_ID
+
 from . import codec, fastpath
 from .client import DEFAULT_BATCH_SIZE, DEFAULT_HOST, DEFAULT_PORT, Bytes, Connection, _bytes, _int
 from .errors import HQueueError, InvalidArgument, TransportError
@@ -281,7 +283,7 @@ class Producer:
         if not name:
             raise InvalidArgument("queue", "must not be empty")
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         items = messages if isinstance(messages, (list, tuple)) else list(messages)
         request = codec.encode_put(0, name, -1 if partition is None else partition, items, 0)
         return self._send(name, partition, request, len(items))
@@ -300,7 +302,7 @@ class Producer:
         if not name:
             raise InvalidArgument("queue", "must not be empty")
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         pid = -1 if partition is None else partition
         request = codec.encode_put_lists(0, name, pid, topics, values, 0)
         return self._send(name, partition, request, len(values))
@@ -322,7 +324,7 @@ class Producer:
             raise HQueueError("the producer is closed")
         name = _bytes("queue", queue)
         if partition is not None:
-            _int("partition", partition, 0, 32767)
+            _int("partition", partition, 0, MAX_PARTITION_ID)
         key = (name, partition)
         with self._lock:
             batch = self._buffers.get(key)

@@ -18,7 +18,11 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from hqueue_contract.tls import server_context
+
 from .errors import InvalidArgument
+
+__all__ = ["TLS", "TLSOption", "client_context", "server_context"]
 
 
 @dataclass(frozen=True)
@@ -64,17 +68,3 @@ def client_context(tls: TLSOption) -> ssl.SSLContext | None:
     if isinstance(tls, ssl.SSLContext):
         return tls
     raise InvalidArgument("tls", f"must be a hqueue.TLS, an ssl.SSLContext or a bool, got {tls!r}")
-
-
-def server_context(
-    cert: str, key: str | None = None, client_ca: str | None = None
-) -> ssl.SSLContext:
-    """A server-side context presenting ``cert``; with ``client_ca`` a peer must present a
-    certificate that CA signed (mutual TLS). Raises ``ssl.SSLError``/``OSError``."""
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert, key)
-    if client_ca is not None:
-        ctx.load_verify_locations(cafile=client_ca)
-        ctx.verify_mode = ssl.CERT_REQUIRED
-    return ctx

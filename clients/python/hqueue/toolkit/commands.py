@@ -15,6 +15,7 @@ import ssl
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hqueue_contract.limits import MAX_SEQUENCE
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
@@ -403,7 +404,6 @@ def _check_subscriber(name: str) -> None:
 
 # A MessageID as the toolkit prints it and takes it everywhere: TS.SEQ (timestamp ms, sequence).
 _MESSAGE_ID = re.compile(r"(\d+)\.(\d+)\Z")
-MAX_SEQUENCE = 32767
 
 
 def format_id(mid: Any) -> str:

@@ -7,8 +7,9 @@ import datetime
 import re
 from typing import Any
 
+from hqueue_contract.registry import dlq_name
+
 from hqueue.protocol import hqueue_thrift
-from hqueue.subscriptions import dlq_name
 
 from .commands import (
     DEFAULT_VALUE_LIMIT,

@@ -1,4 +1,5 @@
-"""What a subscriber's registry entry holds, shared by the gateway and the subscriber runtime.
+"""What a subscriber's registry entry holds, shared by the gateway and the subscriber runtime
+(which both read and write it, so neither owns it: the contract does).
 
 ZooKeeper layout (seed 3.5.4)::
 
@@ -19,10 +20,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from .limits import MAX_SEQUENCE
+
 Id = tuple[int, int]  # (timestamp ms, sequence id)
 
 ROOT = "/hqueue"
-MAX_SEQUENCE = 32767
 MAX_NAME_BYTES = 200
 DLQ_INFIX = ".dlq."
 # The pseudo partition under which the progress of a dead-letter replay is checkpointed.

@@ -1,0 +1,66 @@
+"""The Thrift contract (``idl/``) loaded once, and how both sides speak it.
+
+The IDL files ship inside this package (``hqueue_contract/idl`` links to ``idl/``), so the
+gateway, the subscriber runtime, the toolkit and every Python client load the very same
+contract. Loading is lazy and cached: importing this module parses nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import select
+import socket
+import ssl
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import thriftpy2
+from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
+
+IDL_DIR = Path(os.environ.get("HQUEUE_IDL_DIR") or Path(__file__).resolve().parent / "idl")
+
+
+@functools.cache
+def hqueue_thrift() -> ModuleType:
+    """The module generated from ``idl/hqueue.thrift`` (TMessage, HQueueService, ...)."""
+    return thriftpy2.load(str(IDL_DIR / "hqueue.thrift"), module_name="hqueue_thrift")
+
+
+@functools.cache
+def subscriber_thrift() -> ModuleType:
+    """The module generated from ``idl/subscriber.thrift`` (HQueueSubscriberService)."""
+    hqueue_thrift()  # the include must resolve to the same module object
+    return thriftpy2.load(str(IDL_DIR / "subscriber.thrift"), module_name="subscriber_thrift")
+
+
+def transport_factory(framed: bool) -> Any:
+    return TFramedTransportFactory() if framed else TBufferedTransportFactory()
+
+
+def protocol_factory(compact: bool) -> Any:
+    return TCompactProtocolFactory() if compact else TBinaryProtocolFactory()
+
+
+def closed_by_peer(client: Any) -> bool:
+    """Whether the peer already closed a raw client's idle socket (a zero-timeout poll:
+    cheap). Between calls nothing is owed to us, so a readable socket means EOF (or stray
+    bytes: drop it too). Over TLS the server may send records no call asked for (session
+    tickets), so a readable socket proves nothing there: the first call on a dead one fails."""
+    sock = getattr(getattr(getattr(client, "_iprot", None), "trans", None), "sock", None)
+    if not isinstance(sock, socket.socket) or isinstance(sock, ssl.SSLSocket):
+        return False
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def parse_address(address: str, *, argument: str = "address") -> tuple[str, int]:
+    """``host:port`` -> (host, port); raises ValueError naming ``argument``."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"'{argument}' must be host:port, got {address!r}")
+    return host.strip("[]"), int(port)
