@@ -20,6 +20,8 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from hqueue_contract.limits import MAX_PARTITIONS, MAX_SEQUENCE
+
 Row = tuple[int, int, bytes, bytes]
 
 MAX_DEPTH = 64
@@ -791,7 +793,12 @@ def merge_rows(
 def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]:
     """gateway/_wal.c's consecutive_keys: the row keys of ``count`` consecutive ids from
     (timestamp, sequence) in ``partition``, the sequence carrying after 32767."""
-    if not (0 <= partition <= 32767 and 0 <= sequence <= 32767 and count >= 0 and timestamp >= 0):
+    if not (
+        0 <= partition <= MAX_PARTITIONS
+        and 0 <= sequence <= MAX_SEQUENCE
+        and count >= 0
+        and timestamp >= 0
+    ):
         raise ValueError("partition, timestamp, sequence or count out of range")
     pack = _KEY.pack
     keys = []
@@ -799,7 +806,7 @@ def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) 
     for _ in range(count):
         keys.append(pack(partition, ts & 0xFFFFFFFFFFFFFFFF, seq))
         seq += 1
-        if seq > 32767:
+        if seq > MAX_SEQUENCE:
             seq = 0
             ts += 1
     return keys
