@@ -4,8 +4,20 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
+        # the gateway's C fast paths, one module per owner; each has a pure-Python twin that
+        # gateway/fast.py picks instead with HQUEUE_PUREPYTHON=1 (docs/ARCHITECTURE.md)
+        # the Thrift fast codec: request scanner, put extraction, scan reply encoding
         Extension("gateway._wirecheck", ["gateway/_wirecheck.c"], extra_compile_args=["-O2"]),
+        # the embedded store: its log cells, fdatasync thread, row keys, scan loop
         Extension("gateway._wal", ["gateway/_wal.c"], extra_compile_args=["-O2"]),
+        # the merged scans' k-way merge (gateway/scanners.py)
+        Extension("gateway._merge", ["gateway/_merge.c"], extra_compile_args=["-O2"]),
+        # the HBase store's Thrift1 codec (mutateRows calls, scannerGetList replies)
+        Extension(
+            "gateway.store._hbasecodec",
+            ["gateway/store/_hbasecodec.c"],
+            extra_compile_args=["-O2"],
+        ),
         # the Python client's put encoder and scan decoder (hqueue/_purecodec.py is its twin)
         Extension(
             "hqueue._fastclient",

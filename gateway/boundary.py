@@ -16,8 +16,8 @@ from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TProcessor
 
-from ._wirecheck import encode_messages_reply, extract_put
 from .errors import HQueueError, InvalidArgument, Overloaded, StoreError
+from .fast import encode_messages_reply, extract_put
 from .scanners import MessageRows
 from .wire import direct_writer
 

@@ -18,7 +18,7 @@ from hqueue_contract.limits import MAX_PARTITIONS as MAX_PARTITIONS
 from hqueue_contract.limits import MAX_SEQUENCE as MAX_SEQUENCE
 from hqueue_contract.limits import MAX_TIMESTAMP as MAX_TIMESTAMP
 
-from . import _wirecheck
+from . import fast
 
 _KEY = struct.Struct(">hqh")
 _PARTITION = struct.Struct(">h")
@@ -41,7 +41,7 @@ def consecutive_ids(timestamp: int, sequence: int, count: int) -> list[tuple[int
 
 # The row keys of consecutive_ids(timestamp, sequence, count) in ``partition``, built in C (one
 # bytes object per key, no Python step between them): the put path makes one per message.
-consecutive_keys = _wirecheck.consecutive_keys
+consecutive_keys = fast.consecutive_keys
 
 
 def decode(key: bytes) -> tuple[int, int, int]:

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import gevent
 
 from . import peer, rowkey
-from ._wirecheck import merge_rows
 from .errors import InvalidArgument, Overloaded
+from .fast import merge_rows
 from .ids import wall_clock_ms
 from .rowkey import MessageId
 from .store.base import PartitionStore, QueueMeta, Row
@@ -365,7 +365,7 @@ class Scanner:
     def _merge_in_c(
         self, meta: QueueMeta, n: int, max_bytes: int, per_cursor: int, per_cursor_bytes: int
     ) -> MessageRows | None:
-        """The merge in C (gateway/_wirecheck.c, merge_rows): a producer writing several
+        """The merge in C (gateway/_merge.c, merge_rows): a producer writing several
         partitions within one millisecond interleaves them message by message, and a heap
         step in Python per message cost about a microsecond. None (nothing taken) when the
         rows are not plain tuples: the heap merge then does it."""

@@ -20,7 +20,7 @@ import gevent.event
 from hqueue_contract.limits import MAX_PARTITIONS
 from thriftpy2.transport import TTransportException
 
-from ._wirecheck import scan
+from .fast import scan
 
 _READ_CHUNK = 256 * 1024
 _FRAME = struct.Struct(">i")

@@ -36,11 +36,12 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFactory
 
 from .. import rowkey
-from .._wirecheck import encode_mutate_rows
 from ..errors import HQueueError, InvalidArgument, StoreError
+from ..fast import encode_mutate_rows
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
+from . import rawcall
 from .base import Extra, PartitionStore, PutBatch, QueueMeta, ScanResult
 from .hbase_meta import FAMILY as META_FAMILY
 from .hbase_meta import MetaTable
@@ -324,12 +325,7 @@ class HBaseStore(PartitionStore):
             # client reads the reply.
             request = encode_mutate_rows(table, prefix, keys, topics, values)
 
-            def send(client: Any) -> None:
-                client._oprot.trans.write(request)
-                client._oprot.trans.flush()
-                client._recv("mutateRows")
-
-            self._call(send)
+            self._call(lambda c: rawcall.call(c, request, "mutateRows"))
             return
         mutation, batch_mutation = Hbase.Mutation, Hbase.BatchMutation
         mutations = [

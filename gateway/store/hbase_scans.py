@@ -25,9 +25,9 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.transport import TMemoryBuffer
 
 from .. import rowkey
-from .._wirecheck import decode_rows_reply
-from .._wirecheck import scan as scan_message
 from ..errors import StoreError
+from ..fast import decode_rows_reply
+from . import rawcall
 from .base import Row
 
 log = logging.getLogger(__name__)
@@ -40,8 +40,6 @@ FIRST_CHUNK = 16
 PREFIX_LEN = len(b"message:")
 # scannerGetList(1: ScannerID id, 2: i32 nbRows), binary protocol, strict header, seqid 0
 _GET_LIST = struct.Struct(">4si14si3si3sib")
-# Sanity bounds for replies read off the wire (HBase is trusted; these only stop garbage).
-_REPLY_LIMITS = (1 << 30, 1 << 26, 1 << 28)
 
 Key = tuple[bytes, bytes, bool, tuple[bytes, ...]]  # table, next position, reverse, columns
 
@@ -232,25 +230,9 @@ class ResidentScans:
         return _to_rows(got), len(got)
 
     def _get_list_raw(self, client: Any, sid: int, n: int) -> tuple[list[Row], int]:
-        trans = client._oprot.trans
-        trans.write(
-            _GET_LIST.pack(b"\x80\x01\x00\x01", 14, b"scannerGetList", 0,
-                           b"\x08\x00\x01", sid, b"\x08\x00\x02", n, 0)
-        )  # fmt: skip
-        trans.flush()
-        sock = trans.sock  # the buffered transport has read nothing since its last reply
-        data = bytearray()
-        state = None
-        while True:
-            chunk = sock.recv(1 << 18)
-            if not chunk:
-                raise OSError("HBase's Thrift server closed the connection")
-            data += chunk
-            status, end, state, _ = scan_message(data, False, state, *_REPLY_LIMITS)
-            if status == 0:
-                break
-        if end != len(data):
-            raise OSError("HBase's Thrift server sent more than one reply")
+        request = _GET_LIST.pack(b"\x80\x01\x00\x01", 14, b"scannerGetList", 0,
+                                 b"\x08\x00\x01", sid, b"\x08\x00\x02", n, 0)  # fmt: skip
+        data = rawcall.call_raw(client, request)
         decoded = decode_rows_reply(data, PREFIX_LEN)
         if decoded is not None:
             return decoded

@@ -32,7 +32,7 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
-from .._wirecheck import encode_messages_reply
+from ..fast import encode_messages_reply
 from ..keys import Extras
 from ..metrics import PushCounters
 from ..store.base import Row

@@ -31,7 +31,7 @@ from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
 from thriftpy2.thrift import TType
 from thriftpy2.transport import TMemoryBuffer, TTransportException
 
-from gateway._wirecheck import extract_put
+from gateway.fast import extract_put
 from gateway.wire import BULK_METHODS, BadRequest, MessageReader, RequestLimits
 
 CORPUS = Path(__file__).parent / "corpus"

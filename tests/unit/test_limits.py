@@ -15,7 +15,7 @@ import pytest
 from hqueue import Connection, InvalidArgument, _purecodec
 from hqueue_contract.limits import MAX_PARTITION_ID, MAX_PARTITIONS, MAX_SEQUENCE
 
-from gateway import _wirecheck, rowkey, validation
+from gateway import fast, rowkey, validation
 from gateway.errors import InvalidArgument as GatewayInvalidArgument
 from subscriber_runtime.subscription import Subscription
 
@@ -53,7 +53,7 @@ def test_the_c_client_codec_has_the_same_partition_limit() -> None:
 
 
 def test_the_c_row_keys_carry_after_the_last_sequence() -> None:
-    keys = _wirecheck.consecutive_keys(MAX_PARTITION_ID, 7, MAX_SEQUENCE, 2)
+    keys = fast.consecutive_keys(MAX_PARTITION_ID, 7, MAX_SEQUENCE, 2)
     assert [rowkey.decode(k) for k in keys] == [
         (MAX_PARTITION_ID, 7, MAX_SEQUENCE),
         (MAX_PARTITION_ID, 8, 0),

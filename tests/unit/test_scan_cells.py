@@ -1,4 +1,4 @@
-"""gateway._wirecheck.scan_cells does what EmbeddedStore.scan's loop did in Python."""
+"""gateway._wal.scan_cells does what EmbeddedStore.scan's loop did in Python."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway._wirecheck import scan_cells
+from gateway.fast import scan_cells
 
 KEY = struct.Struct(">hqh")
 

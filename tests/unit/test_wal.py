@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway import rowkey
-from gateway._wal import Syncer, put_wal_cells, wal_cells
+from gateway.fast import Syncer, put_wal_cells, wal_cells
 from gateway.store import wal as wal_module
 from gateway.store.wal import MAX_SPARES, LogError, WriteAheadLog
 

@@ -13,7 +13,7 @@ from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
-from gateway._wirecheck import scan
+from gateway.fast import scan
 
 T = hqueue_thrift()
 LIMITS = (4 * 1024 * 1024, 100_000, 801_024)
@@ -170,7 +170,7 @@ any_messages = st.lists(
 @settings(max_examples=300)
 @given(st.sampled_from(list(PUTS)), any_messages, st.integers(0, 9))
 def test_extract_put_agrees_with_thriftpy2(method: str, batch: list, pid: int) -> None:
-    from gateway._wirecheck import extract_put
+    from gateway.fast import extract_put
 
     with_pid, single = PUTS[method]
     args: dict[str, Any] = {"queueName": b"q1"}
@@ -202,7 +202,7 @@ def test_extract_put_agrees_with_thriftpy2(method: str, batch: list, pid: int) -
 
 
 def test_extract_put_leaves_incomplete_calls_to_the_generic_path() -> None:
-    from gateway._wirecheck import extract_put
+    from gateway.fast import extract_put
 
     no_list = encode(False, "putMessages", queueName=b"q")
     assert extract_put(no_list, False, False, 100) is None
@@ -230,7 +230,7 @@ rows_strategy = st.lists(
 def test_encoded_reply_is_what_thriftpy2_writes(
     rows: list, partition: int, per_row: bool, seqid: int
 ) -> None:
-    from gateway._wirecheck import encode_messages_reply
+    from gateway.fast import encode_messages_reply
     from gateway.scanners import MessageRows
 
     partitions: int | list[int] = (
@@ -248,7 +248,7 @@ def test_encoded_reply_is_what_thriftpy2_writes(
 
 
 def test_encoded_reply_refuses_malformed_rows() -> None:
-    from gateway._wirecheck import encode_messages_reply
+    from gateway.fast import encode_messages_reply
 
     with pytest.raises(TypeError):
         encode_messages_reply(b"m", 1, 0, [(1, 2, "str topic", b"v")])
@@ -271,7 +271,7 @@ def test_mutate_rows_call_is_what_thriftpy2_writes(rows: list, table: bytes) -> 
     import happybase  # noqa: F401 - loads Hbase_thrift, the HBase Thrift1 IDL it ships
     import Hbase_thrift as H
 
-    from gateway._wirecheck import encode_mutate_rows
+    from gateway.fast import encode_mutate_rows
 
     keys, topics, values = ([r[i] for r in rows] for i in range(3))
     buf = TMemoryBuffer()
@@ -287,7 +287,7 @@ def test_mutate_rows_call_is_what_thriftpy2_writes(rows: list, table: bytes) -> 
 
 
 def test_mutate_rows_refuses_what_it_cannot_encode() -> None:
-    from gateway._wirecheck import encode_mutate_rows
+    from gateway.fast import encode_mutate_rows
 
     with pytest.raises(ValueError, match="differ in length"):
         encode_mutate_rows(b"t", b"m:", [b"k"], [], [b"v"])
@@ -324,7 +324,7 @@ def test_rows_reply_decodes_as_thriftpy2_does(cells: list) -> None:
     import Hbase_thrift as H
 
     from gateway import rowkey
-    from gateway._wirecheck import decode_rows_reply
+    from gateway.fast import decode_rows_reply
 
     results = [
         H.TRowResult(
@@ -340,7 +340,7 @@ def test_rows_reply_decodes_as_thriftpy2_does(cells: list) -> None:
 def test_rows_reply_leaves_the_unusual_to_the_generic_path() -> None:
     import Hbase_thrift as H
 
-    from gateway._wirecheck import decode_rows_reply
+    from gateway.fast import decode_rows_reply
 
     ours = H.TRowResult(row=bytes(12), columns={b"message:t": H.TCell(value=b"v")})
     assert decode_rows_reply(_rows_reply([ours]), 8) == ([(0, 0, b"t", b"v")], 1)

@@ -30,7 +30,7 @@ from rocksdict import (
     WriteBatch,
 )
 
-from ..._wal import put_wal_cells
+from ...fast import put_wal_cells
 from ..wal import LogError
 from .commit import _Group
 from .wedge import _explain

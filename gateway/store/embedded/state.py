@@ -18,7 +18,7 @@ from rocksdict import (
     WriteOptions,
 )
 
-from ..._wal import Syncer
+from ...fast import Syncer
 from ..base import QueueMeta
 from ..gate import Gate
 from ..wal import SEGMENT_BYTES, WriteAheadLog

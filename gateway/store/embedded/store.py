@@ -31,9 +31,8 @@ from rocksdict import (
 )
 
 from ... import rowkey
-from ..._wal import Syncer, put_wal_cells, wal_cells
-from ..._wirecheck import scan_cells
 from ...errors import InvalidArgument, StoreError
+from ...fast import Syncer, put_wal_cells, scan_cells, wal_cells
 from ...rowkey import MessageId
 from ..base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
 from ..wal import LogError
@@ -323,7 +322,7 @@ class EmbeddedStore(
         budget = MAX_EXAMINED_PER_SCAN
         wanted = topics if topics is None or isinstance(topics, (set, frozenset)) else set(topics)
         while True:
-            # the per-row loop runs in C (gateway/_wirecheck.c, scan_cells): bounds (lower,
+            # the per-row loop runs in C (gateway/_wal.c, scan_cells): bounds (lower,
             # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
             status, key, added, budget = scan_cells(
                 items, lower, upper, wanted, limit, budget, rows, max_bytes - size

@@ -1,0 +1,192 @@
+/*
+ * _merge: the k-way merge of the gateway's merged scans (gateway/scanners.py). Moved unchanged
+ * out of gateway/_wirecheck.c; its pure-Python twin is gateway/purefast.py's merge_rows
+ * (HQUEUE_PUREPYTHON=1, see gateway/fast.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- merged scans: the k-way merge of partitions' buffered rows ----------------------- */
+
+/* merge_rows(buffers, more, partitions, n, max_bytes, reverse)
+ *   -> (rows, parts, taken, taken_bytes, size)
+ * buffers: one list of rows (timestamp, sequence, topic, value) per partition, each in scan
+ * order; more[i]: whether partition i may have rows beyond its buffer; partitions[i] its id.
+ * Merges in (timestamp, sequence, partition) order (all three reversed with ``reverse``) until
+ * n rows, until their topic and value bytes reach max_bytes, or until a buffer that may have
+ * more runs dry (its next rows are unknown: the caller refills it and calls again). taken[i]
+ * says how many rows of buffers[i] were used, taken_bytes[i] their topic and value bytes,
+ * size those of all. The gateway's scanners
+ * interleave partitions message by message when a producer writes several within one
+ * millisecond: a heap step per message in Python cost about a microsecond. */
+
+typedef struct {
+    long long ts;
+    long seq;
+    long part;
+    Py_ssize_t cursor;
+} MergeKey;
+
+static int merge_less(const MergeKey *a, const MergeKey *b, int reverse)
+{
+    int c;
+    if (a->ts != b->ts)
+        c = a->ts < b->ts ? -1 : 1;
+    else if (a->seq != b->seq)
+        c = a->seq < b->seq ? -1 : 1;
+    else if (a->part != b->part)
+        c = a->part < b->part ? -1 : 1;
+    else
+        c = a->cursor < b->cursor ? -1 : (a->cursor > b->cursor);
+    return reverse ? c > 0 : c < 0;
+}
+
+static void merge_sift_down(MergeKey *h, Py_ssize_t n, Py_ssize_t i, int reverse)
+{
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && merge_less(&h[l], &h[m], reverse))
+            m = l;
+        if (r < n && merge_less(&h[r], &h[m], reverse))
+            m = r;
+        if (m == i)
+            return;
+        MergeKey t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+/* The key of buffers[c][at]; 0 ok, -1 error (not a row tuple). */
+static int merge_key(PyObject *buf, Py_ssize_t at, long part, Py_ssize_t c, MergeKey *k)
+{
+    PyObject *row = PyList_GET_ITEM(buf, at);
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 4) {
+        PyErr_SetString(PyExc_TypeError, "a row must be a (timestamp, sequence, topic, value) tuple");
+        return -1;
+    }
+    k->ts = PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0));
+    k->seq = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
+    if (PyErr_Occurred())
+        return -1;
+    k->part = part;
+    k->cursor = c;
+    return 0;
+}
+
+static PyObject *merge_rows(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *buffers, *more, *partitions;
+    Py_ssize_t n, max_bytes;
+    int reverse;
+    if (!PyArg_ParseTuple(args, "O!O!O!nnp", &PyList_Type, &buffers, &PyList_Type, &more,
+                          &PyList_Type, &partitions, &n, &max_bytes, &reverse))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(buffers);
+    if (PyList_GET_SIZE(more) != k || PyList_GET_SIZE(partitions) != k) {
+        PyErr_SetString(PyExc_ValueError, "buffers, more and partitions differ in length");
+        return NULL;
+    }
+    MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * (size_t)(k ? k : 1));
+    Py_ssize_t *at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *bytes_at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
+    PyObject *rows = PyList_New(0), *parts = PyList_New(0), *taken = NULL, *taken_bytes = NULL;
+    PyObject *result = NULL;
+    if (!heap || !at || !bytes_at || !rows || !parts) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t h = 0;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *buf = PyList_GET_ITEM(buffers, c);
+        if (!PyList_Check(buf)) {
+            PyErr_SetString(PyExc_TypeError, "buffers must be lists");
+            goto done;
+        }
+        long part = PyLong_AsLong(PyList_GET_ITEM(partitions, c));
+        if (part == -1 && PyErr_Occurred())
+            goto done;
+        if (PyList_GET_SIZE(buf) == 0)
+            continue;
+        if (merge_key(buf, 0, part, c, &heap[h]) < 0)
+            goto done;
+        h++;
+    }
+    for (Py_ssize_t i = h / 2 - 1; i >= 0; i--)
+        merge_sift_down(heap, h, i, reverse);
+    Py_ssize_t count = 0, size = 0;
+    while (h > 0 && count < n && size < max_bytes) {
+        Py_ssize_t c = heap[0].cursor;
+        PyObject *buf = PyList_GET_ITEM(buffers, c);
+        PyObject *row = PyList_GET_ITEM(buf, at[c]);
+        PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
+        if (PyList_Append(rows, row) < 0 || PyList_Append(parts, PyList_GET_ITEM(partitions, c)) < 0)
+            goto done;
+        Py_ssize_t tl = PyBytes_Check(topic) ? PyBytes_GET_SIZE(topic) : PyObject_Length(topic);
+        Py_ssize_t vl = PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : PyObject_Length(value);
+        if (tl < 0 || vl < 0)
+            goto done;
+        size += tl + vl;
+        bytes_at[c] += tl + vl;
+        count++;
+        at[c]++;
+        if (at[c] < PyList_GET_SIZE(buf)) {
+            if (merge_key(buf, at[c], heap[0].part, c, &heap[0]) < 0)
+                goto done;
+            merge_sift_down(heap, h, 0, reverse);
+            continue;
+        }
+        int may_have_more = PyObject_IsTrue(PyList_GET_ITEM(more, c));
+        if (may_have_more < 0)
+            goto done;
+        if (may_have_more)
+            break; /* its next rows are unknown: refill before going on */
+        heap[0] = heap[--h];
+        merge_sift_down(heap, h, 0, reverse);
+    }
+    taken = PyList_New(k);
+    taken_bytes = PyList_New(k);
+    if (!taken || !taken_bytes)
+        goto done;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *v = PyLong_FromSsize_t(at[c]);
+        if (!v)
+            goto done;
+        PyList_SET_ITEM(taken, c, v);
+        v = PyLong_FromSsize_t(bytes_at[c]);
+        if (!v)
+            goto done;
+        PyList_SET_ITEM(taken_bytes, c, v);
+    }
+    result = Py_BuildValue("(OOOOn)", rows, parts, taken, taken_bytes, size);
+done:
+    PyMem_Free(heap);
+    PyMem_Free(at);
+    PyMem_Free(bytes_at);
+    Py_XDECREF(rows);
+    Py_XDECREF(parts);
+    Py_XDECREF(taken);
+    Py_XDECREF(taken_bytes);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"merge_rows", merge_rows, METH_VARARGS,
+     "merge_rows(buffers, more, partitions, n, max_bytes, reverse) -> "
+     "(rows, parts, taken, taken_bytes, size)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_merge", "The k-way merge of merged scans' buffered rows.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__merge(void)
+{
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,10 @@
+"""Type stubs for the C extension gateway/_merge.c."""
+
+def merge_rows(
+    buffers: list[list[tuple[int, int, bytes, bytes]]],
+    more: list[bool],
+    partitions: list[int],
+    n: int,
+    max_bytes: int,
+    reverse: bool,
+) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], list[int], int]: ...

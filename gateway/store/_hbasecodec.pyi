@@ -1,0 +1,8 @@
+"""Type stubs for the C extension gateway/store/_hbasecodec.c."""
+
+def decode_rows_reply(
+    message: bytes | bytearray | memoryview, prefix_len: int
+) -> tuple[list[tuple[int, int, bytes, bytes]], int] | None: ...
+def encode_mutate_rows(
+    table: bytes, prefix: bytes, keys: list[bytes], topics: list[bytes], values: list[bytes]
+) -> bytes: ...
