@@ -71,6 +71,7 @@ from hqueue.protocol import (
     protocol_factory,
     transport_factory,
 )
+from hqueue_contract.limits import MAX_SEQUENCE
 from locust import User, constant, events, task
 from locust.env import Environment
 from locust.exception import RescheduleTask
@@ -400,7 +401,7 @@ class MixedUser(ThriftUser):
 
 def next_id(t: Any, mid: Any) -> Any:
     """The smallest MessageID after ``mid`` (sequence ids are int16)."""
-    if mid.sequenceID < 32767:
+    if mid.sequenceID < MAX_SEQUENCE:
         return t.TMessageID(mid.timestamp, mid.sequenceID + 1)
     return t.TMessageID(mid.timestamp + 1, 0)
 
