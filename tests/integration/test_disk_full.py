@@ -75,6 +75,20 @@ def _msg(T: Any, value: bytes) -> Any:
     return T.TMessage(topic=b"t", value=value)
 
 
+def put_again(c: Any, T: Any, after: str, pause: float) -> float:
+    """Puts one message until the gateway takes it (at most 10 s, else the test fails saying
+    ``after`` what); returns the seconds it took."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            c.putMessages("q", [_msg(T, b"after")])
+            return time.monotonic() - t0
+        except T.IOError as exc:
+            if time.monotonic() - t0 > 10:
+                raise AssertionError(f"puts still fail 10 s after {after}: {exc}") from None
+            time.sleep(pause)
+
+
 def test_puts_recover_once_space_is_freed(small_disk: Path, start_gateway: Any, T: Any) -> None:
     """Puts on a full disk fail with an IOError that says so; once space is freed they succeed
     again within seconds, without a restart, and everything acknowledged is there."""
@@ -94,16 +108,8 @@ def test_puts_recover_once_space_is_freed(small_disk: Path, start_gateway: Any, 
     print(f"full disk: {len(acked)} puts of 1 MiB acknowledged, {len(errors)} refused")
     assert errors, "the disk never filled"
     filler.unlink()
-    t0 = time.monotonic()
-    while True:
-        try:
-            c.putMessages("q", [_msg(T, b"after")])
-            break
-        except T.IOError as exc:
-            if time.monotonic() - t0 > 10:
-                raise AssertionError(f"puts still fail 10 s after space was freed: {exc}") from None
-            time.sleep(0.2)
-    print(f"puts succeeded again {time.monotonic() - t0:.2f} s after space was freed")
+    took = put_again(c, T, "space was freed", 0.2)
+    print(f"puts succeeded again {took:.2f} s after space was freed")
     got = sorted(m.value for m in scan_queue(c, "q", 4))
     assert got == sorted([*acked, b"after"])
     assert all("disk is full" in e for e in errors), errors[:3]
@@ -137,18 +143,10 @@ def test_a_failed_flush_does_not_wedge_the_store(
             refused += 1
     wait_until(lambda: "RocksDB stopped accepting writes" in gw.log(), 10, what="a flush to fail")
     filler.unlink()
-    t0 = time.monotonic()
-    while True:
-        try:
-            c.putMessages("q", [_msg(T, b"after")])
-            break
-        except T.IOError as exc:
-            if time.monotonic() - t0 > 10:
-                raise AssertionError(f"puts still fail 10 s after space was freed: {exc}") from None
-            time.sleep(0.1)
+    took = put_again(c, T, "space was freed", 0.1)
     print(
         f"a flush failed on the full disk ({len(acked)} puts of 1 MiB acknowledged, {refused} "
-        f"refused); puts succeeded again {time.monotonic() - t0:.2f} s after space was freed, "
+        f"refused); puts succeeded again {took:.2f} s after space was freed, "
         "without a restart"
     )
     assert refused
@@ -237,18 +235,10 @@ def test_metadata_writes_on_a_full_disk_do_not_wedge_the_store(
     filler = fill(small_disk, 2 * MiB)  # below the reserve: deleting still works
     c.deleteQueue("big")
     filler.unlink()  # (the deleted queue's rows were still in the log: it frees little now)
-    t0 = time.monotonic()
-    while True:
-        try:
-            c.putMessages("q", [_msg(T, b"after")])
-            break
-        except T.IOError as exc:
-            if time.monotonic() - t0 > 10:
-                raise AssertionError(f"puts still fail 10 s after a delete: {exc}") from None
-            time.sleep(0.2)
+    took = put_again(c, T, "a delete", 0.2)
     print(
         f"{refused} of 40 addSubscriber refused on the full disk; puts worked again "
-        f"{time.monotonic() - t0:.2f} s after space was freed"
+        f"{took:.2f} s after space was freed"
     )
     assert refused == 40
     c.createQueue("again", 1, 60, {})
