@@ -25,5 +25,13 @@ setup(
             extra_compile_args=["-O2"],
             optional=True,  # without a compiler the client still works, in pure Python
         ),
+        # `hqueue import`'s common JSON Lines shape to put requests (its twin:
+        # hqueue/toolkit/_purejsonl.py)
+        Extension(
+            "hqueue.toolkit._fastjsonl",
+            ["clients/python/hqueue/toolkit/_fastjsonl.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        ),
     ]
 )
