@@ -50,6 +50,11 @@ def test_the_c_client_codec_has_the_same_partition_limit() -> None:
     match = re.search(r"#define MAX_PARTITION (\d+)", source)
     assert match and int(match.group(1)) == MAX_PARTITION_ID
     assert _purecodec.MAX_PARTITION == MAX_PARTITION_ID
+    source = (ROOT / "clients" / "python" / "hqueue" / "toolkit" / "_fastjsonl.c").read_text()
+    ids = re.search(r"#define MAX_PARTITION (\d+)", source)
+    counts = re.search(r"#define MAX_PARTITIONS (\d+)", source)
+    assert ids and int(ids.group(1)) == MAX_PARTITION_ID
+    assert counts and int(counts.group(1)) == MAX_PARTITIONS
 
 
 def test_the_c_row_keys_carry_after_the_last_sequence() -> None:
