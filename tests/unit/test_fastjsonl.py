@@ -405,3 +405,9 @@ def test_the_switch_selects_the_twin() -> None:
 def test_topic_lengths_count_bytes_not_characters() -> None:
     assert one('{"topic":"' + "\U0001f600" * 63 + '","value":"v"}') is not None  # 252 bytes
     assert one('{"topic":"' + "\U0001f600" * 64 + '","value":"v"}') is None  # 256 bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300) | st.lists(st.sampled_from([b"\n", b"x" * 9, b""])).map(b"".join))
+def test_lines_are_counted_alike(data: bytes) -> None:
+    assert _fastjsonl.count_lines(data) == _purejsonl.count_lines(data) == data.count(b"\n")

@@ -10,6 +10,7 @@
  *
  * encode_block(block, first, queue, batch_size, topic_partitions)
  *     -> [(partition | None, request bytes, record numbers: range | list)] | None
+ * count_lines(block) -> the newlines in it
  *
  * None means "not the common shape": the caller takes the general path, which accepts the
  * rest of the format and names the line of an error. This module only decides what it is sure
@@ -656,7 +657,28 @@ done:
     return result;
 }
 
+/* bytes.count(b"\n") looks at one byte at a time; memchr is several times faster, and a block's
+ * lines are counted once more before it is parsed (blocks.read_blocks numbers them) */
+static PyObject *count_lines(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    Py_ssize_t n = 0;
+    Py_BEGIN_ALLOW_THREADS
+    const char *q = view.buf, *end = q + view.len;
+    while ((q = memchr(q, '\n', (size_t)(end - q)))) {
+        n++;
+        q++;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(n);
+}
+
 static PyMethodDef methods[] = {
+    {"count_lines", count_lines, METH_VARARGS, "count_lines(block) -> the newlines in it"},
     {"encode_block", encode_block, METH_VARARGS,
      "encode_block(block, first, queue, batch_size, topic_partitions) -> "
      "[(partition | None, bytes, range | list)] | None"},

@@ -137,6 +137,11 @@ def _numbers(first: int, idx: list[int]) -> range | list[int]:
     return [first + i for i in idx]
 
 
+def count_lines(block: bytes | bytearray | memoryview) -> int:
+    """The newlines in ``block``."""
+    return bytes(block).count(b"\n")
+
+
 def encode_block(
     block: bytes | bytearray | memoryview,
     first: int,

@@ -122,16 +122,19 @@ def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, 
             eof = True
             block = carry
         else:
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1
+            cut = chunk.rfind(b"\n") + 1
             if cut == 0:  # one line longer than the block so far: read on
-                carry = data
+                carry += chunk
                 target = min(target * 2, MAX_BLOCK_BYTES)
                 continue
-            block, carry = data[:cut], data[cut:]
+            # one copy of the block's bytes (carry + chunk, then a slice of it, were two)
+            block = (
+                b"".join((carry, memoryview(chunk)[:cut])) if cut < len(chunk) or carry else chunk
+            )
+            carry = chunk[cut:]
         if not block:
             break
-        lines = block.count(b"\n") + (not block.endswith(b"\n"))
+        lines = lines_impl.count_lines(block) + (not block.endswith(b"\n"))
         yield first, block, lines
         first += lines
         avg = max(len(block) // max(lines, 1), 1)
