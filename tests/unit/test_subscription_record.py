@@ -122,11 +122,10 @@ def test_a_consume_call_with_keys_and_properties_decodes_with_them() -> None:
     from pathlib import Path
     from tempfile import TemporaryDirectory
 
+    from hqueue.message import from_thrift
     from hqueue.protocol import subscriber_thrift
     from thriftpy2.protocol import TBinaryProtocol
     from thriftpy2.transport import TMemoryBuffer
-
-    from hqueue.message import from_thrift
 
     from gateway.keys import Extras
     from gateway.subscriptions.sender import encode_call
