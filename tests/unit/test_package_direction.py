@@ -235,3 +235,16 @@ def test_moved_names_keep_a_public_home() -> None:
     for name in ("hqueue_thrift", "subscriber_thrift", "parse_address", "closed_by_peer"):
         assert getattr(hqueue.protocol, name) is getattr(hqueue_contract.protocol, name)
     assert callable(hqueue.protocol.connect)
+
+
+def test_the_benchmark_harness_imports_no_gateway_module() -> None:
+    """loadtests/ starts the gateway as a process (``python -m gateway``) and talks to it as a
+    client; what measures gateway internals in-process lives in tests/perf."""
+    found = [i for i in package_imports(ROOT / "loadtests", "loadtests") if i.top == "gateway"]
+    assert not found, "\n".join(map(str, found))
+
+
+def test_the_harness_check_sees_a_lazy_gateway_import() -> None:
+    source = "def f():\n    from gateway.rowkey import encode\n"
+    (hit,) = [i for i in imports_of(source, "x.py", "loadtests") if i.top == "gateway"]
+    assert hit.function == "f" and hit.module == "gateway.rowkey"
