@@ -206,6 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     workdir = Path(tempfile.mkdtemp(prefix="hqueue-run-"))
     server: Server | None = None
+    gateway_tail = ""  # of the gateway we started, to say why a run made no request
     try:
         if args.gateway:
             gateway = args.gateway
@@ -239,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rc = rc or 1
     finally:
         if server is not None:
+            gateway_tail = server.log_tail()
             server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -265,7 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"locust exited with {rc}")
         return rc if rc > 0 else 1
     if total is None or total["requests"] == 0:
-        say("no request was made")
+        ends = f"; the gateway's log ends:\n{gateway_tail}" if gateway_tail else ""
+        say(f"no request was made{ends}")
         return 1
     if total["failures"]:
         say(f"{total['failures']} request(s) failed: see {prefix}_failures.csv")

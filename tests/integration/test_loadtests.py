@@ -46,7 +46,7 @@ def test_mixed_scenario_on_its_own_gateway_stores_what_it_reports(
 ) -> None:
     data = tmp_path / "data"
     rc, out, prefix = run_loadtest(
-        tmp_path, "--scenario", "mixed", "-u", "3", "-t", "3s", "--queue", "smoke",
+        tmp_path, "--scenario", "mixed", "-u", "3", "-t", "6s", "--queue", "smoke",
         "--partitions", "4", "--batch", "50", "--message-bytes", "64", "--data-dir", str(data),
     )  # fmt: skip
     assert rc == 0, out
