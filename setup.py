@@ -9,13 +9,19 @@ setup(
         # the Thrift fast codec: request scanner, put extraction, scan reply encoding
         Extension("gateway._wirecheck", ["gateway/_wirecheck.c"], extra_compile_args=["-O2"]),
         # the embedded store: its log cells, fdatasync thread, row keys, scan loop
-        Extension("gateway._wal", ["gateway/_wal.c"], extra_compile_args=["-O2"]),
+        Extension(
+            "gateway._wal",
+            ["gateway/_wal.c"],
+            depends=["gateway/_rowkey.h"],
+            extra_compile_args=["-O2"],
+        ),
         # the merged scans' k-way merge (gateway/scanners.py)
         Extension("gateway._merge", ["gateway/_merge.c"], extra_compile_args=["-O2"]),
         # the HBase store's Thrift1 codec (mutateRows calls, scannerGetList replies)
         Extension(
             "gateway.store._hbasecodec",
             ["gateway/store/_hbasecodec.c"],
+            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h"],
             extra_compile_args=["-O2"],
         ),
         # the Python client's put encoder and scan decoder (hqueue/_purecodec.py is its twin)
@@ -24,6 +30,14 @@ setup(
             ["clients/python/hqueue/_fastclient.c"],
             extra_compile_args=["-O2"],
             optional=True,  # without a compiler the client still works, in pure Python
+        ),
+        # `hqueue import`'s common JSON Lines shape to put requests (its twin:
+        # hqueue/toolkit/_purejsonl.py)
+        Extension(
+            "hqueue.toolkit._fastjsonl",
+            ["clients/python/hqueue/toolkit/_fastjsonl.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
         ),
     ]
 )

@@ -28,6 +28,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "_rowkey.h"
+
 /* ---- cells ------------------------------------------------------------------------------ */
 
 static PyObject *wal_cells(PyObject *self, PyObject *args)
@@ -328,7 +330,7 @@ static PyTypeObject SyncerType = {
 /* consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]
  * The row keys (int16 partition + int64 ms + int16 sequence, big-endian) of ``count``
  * consecutive ids from (timestamp, sequence), the sequence carrying into the next millisecond
- * after 32767: gateway.rowkey.consecutive_keys without a Python object per step. */
+ * after HQ_MAX_SEQUENCE: gateway.rowkey.consecutive_keys without a Python object per step. */
 static PyObject *consecutive_keys(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -337,7 +339,8 @@ static PyObject *consecutive_keys(PyObject *self, PyObject *args)
     Py_ssize_t count;
     if (!PyArg_ParseTuple(args, "iLin", &partition, &timestamp, &sequence, &count))
         return NULL;
-    if (partition < 0 || partition > 32767 || sequence < 0 || sequence > 32767 || count < 0 ||
+    if (partition < 0 || partition > HQ_MAX_PARTITION_ID + 1 || sequence < 0 ||
+        sequence > HQ_MAX_SEQUENCE || count < 0 ||
         timestamp < 0) {
         PyErr_SetString(PyExc_ValueError, "partition, timestamp, sequence or count out of range");
         return NULL;
@@ -348,23 +351,14 @@ static PyObject *consecutive_keys(PyObject *self, PyObject *args)
     uint64_t ts = (uint64_t)timestamp;
     unsigned seq = (unsigned)sequence;
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *key = PyBytes_FromStringAndSize(NULL, 12);
+        PyObject *key = PyBytes_FromStringAndSize(NULL, HQ_KEY_LENGTH);
         if (!key) {
             Py_DECREF(keys);
             return NULL;
         }
-        uint8_t *k = (uint8_t *)PyBytes_AS_STRING(key);
-        k[0] = (uint8_t)(partition >> 8);
-        k[1] = (uint8_t)partition;
-        for (int b = 0; b < 8; b++)
-            k[2 + b] = (uint8_t)(ts >> (56 - 8 * b));
-        k[10] = (uint8_t)(seq >> 8);
-        k[11] = (uint8_t)seq;
+        hq_key_encode((uint8_t *)PyBytes_AS_STRING(key), partition, ts, seq);
         PyList_SET_ITEM(keys, i, key);
-        if (++seq > 32767) {
-            seq = 0;
-            ts++;
-        }
+        hq_next_id(&ts, &seq);
     }
     return keys;
 }
@@ -421,7 +415,7 @@ static PyObject *scan_cells(PyObject *self, PyObject *args)
         }
         const uint8_t *c = (const uint8_t *)PyBytes_AS_STRING(cell);
         Py_ssize_t cl = PyBytes_GET_SIZE(cell);
-        if (cl < 1 || 1 + (Py_ssize_t)c[0] > cl || PyBytes_GET_SIZE(key) != 12) {
+        if (cl < 1 || 1 + (Py_ssize_t)c[0] > cl || PyBytes_GET_SIZE(key) != HQ_KEY_LENGTH) {
             Py_DECREF(item);
             PyErr_SetString(PyExc_ValueError, "a stored row key or cell is malformed");
             goto error;
@@ -451,12 +445,10 @@ static PyObject *scan_cells(PyObject *self, PyObject *args)
             }
         }
         if (wanted) {
-            const uint8_t *k = (const uint8_t *)PyBytes_AS_STRING(key);
-            uint64_t ts = 0;
-            for (int i = 2; i < 10; i++)
-                ts = (ts << 8) | k[i];
-            int seq = (int16_t)((k[10] << 8) | k[11]);
-            PyObject *row = Py_BuildValue("(LiNy#)", (long long)ts, seq, topic,
+            long long ts;
+            int seq;
+            hq_key_decode((const uint8_t *)PyBytes_AS_STRING(key), &ts, &seq);
+            PyObject *row = Py_BuildValue("(LiNy#)", ts, seq, topic,
                                           (const char *)c + 1 + tl, (Py_ssize_t)(cl - 1 - tl));
             topic = NULL; /* the row owns it now (or it was freed with the failed row) */
             if (!row || PyList_Append(rows, row) < 0) {
@@ -515,6 +507,13 @@ PyMODINIT_FUNC PyInit__wal(void)
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;
+    /* the header's numbers, for tests/unit/test_limits.py */
+    if (PyModule_AddIntConstant(m, "KEY_LENGTH", HQ_KEY_LENGTH) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_SEQUENCE", HQ_MAX_SEQUENCE) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_PARTITION_ID", HQ_MAX_PARTITION_ID) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     Py_INCREF(&SyncerType);
     if (PyModule_AddObject(m, "Syncer", (PyObject *)&SyncerType) < 0) {
         Py_DECREF(&SyncerType);

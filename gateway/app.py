@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -21,6 +21,7 @@ from hqueue_contract.protocol import hqueue_thrift
 from .auth import AdminPolicy, GuardedHandler
 from .boundary import GatewayProcessor
 from .cluster.member import Hooks
+from .config import GatewayConfig
 from .httpd import metrics_app, serve_wsgi
 from .keys import MessageExtras
 from .metrics import GatewayStats
@@ -31,13 +32,12 @@ from .service import GatewayService, ServiceLimits
 from .store.base import PartitionStore
 from .store.embedded import EmbeddedStore
 from .store.memory import MemoryStore
-from .store.wal import SEGMENT_BYTES
 from .subscriptions.embedded_registry import EmbeddedRegistry
 from .subscriptions.registry import SubscriptionRegistry
 from .subscriptions.retry import DeadLetterWriter
 from .subscriptions.service import SubscriptionService
-from .subscriptions.workers import PushOptions, WorkerManager
-from .tls import TLSConfig, client_context, server_context
+from .subscriptions.workers import WorkerManager
+from .tls import client_context, server_context
 from .wire import RequestLimits
 
 if TYPE_CHECKING:
@@ -46,53 +46,6 @@ if TYPE_CHECKING:
     from .cluster.member import ClusterMember
 
 log = logging.getLogger("gateway")
-
-
-@dataclass(frozen=True)
-class GatewayConfig:
-    host: str = "127.0.0.1"
-    port: int = 9190
-    data_dir: str = "./hqueue-data"
-    framed: bool = False
-    compact: bool = False
-    advertise: str | None = None
-    scanner_timeout: float = 60.0  # seconds
-    max_scanners: int = 10_000
-    max_value_bytes: int = 4 * 1024 * 1024
-    max_request_bytes: int = 64 * 1024 * 1024
-    max_batch_messages: int = 100_000
-    ttl_sweep_interval: float = 60.0  # seconds
-    log_segment_bytes: int = SEGMENT_BYTES  # the embedded store's write-ahead log
-    store: str = "embedded"  # or memory, or hbase://HOST:PORT[?...] (gateway.store.hbase_schema)
-    zookeeper: str | None = None  # HOST:PORT[,...][/chroot]; None: the embedded registry
-    zookeeper_session_timeout: float = 10.0  # seconds
-    push: PushOptions = field(default_factory=PushOptions)
-    # -- limits against hostile or broken clients (issue 17) --
-    request_timeout: float = 30.0  # seconds a partly received request may go without a byte
-    max_pending_request_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
-    send_timeout: float = 60.0  # seconds one reply may take to be sent
-    max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
-    subscriber_hosts: tuple[str, ...] = ()  # hosts subscribers may be at besides the caller's
-    max_scanner_partitions: int = 1 << 20  # partitions of all open scanners together
-    max_scanner_bytes: int = 256 << 20  # rows all open scanners hold (read-ahead) together
-    # the gateway cluster (HBase store + ZooKeeper): how long a put waits for a partition
-    # that is changing owner before it fails with IOError
-    cluster_move_wait: float = 5.0  # seconds
-    # -- TLS and who may administer (issue 15): see gateway.tls, gateway.auth
-    tls: TLSConfig = field(default_factory=TLSConfig)
-    admin_identities: str | None = None  # comma-separated certificate common names
-    admin_token_file: str | None = None  # one admin token per line
-
-    # -- operating it (issue 15, sections 1-2): HTTP listeners on --host, None = off
-    metrics_port: int | None = None  # Prometheus text at /metrics
-    console_port: int | None = None  # the web console and its /api/
-    stats_interval: float = 10.0  # seconds between samples of lag and rates
-
-    @property
-    def clustered(self) -> bool:
-        """Gateways over HBase with ZooKeeper form a cluster; the embedded and memory stores
-        are one machine by design, where ZooKeeper only keeps the subscription registry."""
-        return bool(self.zookeeper) and self.store not in ("embedded", "memory")
 
 
 class Gateway:

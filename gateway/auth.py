@@ -1,8 +1,9 @@
 """Who may administer: the admin policy shared by the Thrift service and the web console.
 
 Administrative actions (:data:`ADMIN_ACTIONS`: creating, deleting, truncating, disabling and
-enabling queues, deleting subscribers, rebalancing the cluster) are refused to anyone the
-policy does not know as an administrator. Two ways to be one, either suffices:
+enabling queues, deleting subscribers, resetting a subscriber to a time or replaying its dead
+letters, rebalancing the cluster) are refused to anyone the policy does not know as an
+administrator. Two ways to be one, either suffices:
 
 - ``--admin-identities CN,...`` with mutual TLS (``--tls-client-ca``): the common name of the
   client certificate the connection presented;
@@ -42,9 +43,11 @@ from .errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 
+# resetSubscriber and replayDeadLetters move a subscriber's checkpoints (it gets messages again,
+# or skips them): offset resets are administrative in RocketMQ and Kafka too
 ADMIN_ACTIONS = frozenset(
     ["createQueue", "deleteQueue", "truncateQueue", "disableQueue", "enableQueue",
-     "deleteSubscriber", "balanceCluster"]
+     "deleteSubscriber", "resetSubscriber", "replayDeadLetters", "balanceCluster"]
 )  # fmt: skip
 
 

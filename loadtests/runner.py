@@ -34,7 +34,7 @@ from typing import Any
 
 from hqueue.protocol import parse_address
 
-from loadtests.bench_gateway import Server, start_gateway
+from loadtests.benchmarks.servers import Server, start_gateway
 from loadtests.prepare import prepare_queue
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -4,7 +4,14 @@ Several listeners may be registered; they are called in order for each batch. A 
 raises, or returns False (or a non-zero int), fails the batch: ``consumeMessages`` answers
 non-zero and the gateway delivers the same batch again, so listeners must tolerate repeats
 (at-least-once). A listener may be an object with ``on_messages(messages)`` or a plain callable
-taking the list; messages are TMessage objects (id, partitionID, topic, value).
+taking the list.
+
+Messages are :class:`hqueue.Message` named tuples, as scans yield them (``topic``, ``value``,
+``partition``, ``id`` a :class:`hqueue.MessageID` of ``timestamp`` and ``sequence``), or
+:class:`hqueue.KeyedMessage` (the same, then ``key`` and ``properties``) for a message put with
+a key or properties; ``m.key`` and ``m.properties`` are None on a plain Message. Listeners
+written for the TMessage objects pushes carried before (``m.partitionID``,
+``m.id.sequenceID``) still work, with a ``DeprecationWarning`` (see CHANGELOG.md).
 """
 
 from __future__ import annotations
@@ -14,13 +21,23 @@ import importlib
 import json
 import sys
 import threading
-from typing import Any, Protocol, TextIO, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, TextIO, Union, runtime_checkable
+
+from hqueue.errors import InvalidArgument
+from hqueue.message import KeyedMessage, Message
+
+# What a listener is handed: a batch of one partition, in MessageID order.
+Messages = list[Union[Message, KeyedMessage]]  # noqa: UP007 - evaluated at run time on 3.10
 
 
 @runtime_checkable
 class MessageListener(Protocol):
-    def on_messages(self, messages: list[Any]) -> bool | int | None:
+    def on_messages(self, messages: Messages) -> bool | int | None:
         """Handles a batch; False, a non-zero int or an exception ask for redelivery."""
+
+
+Listener = Union[MessageListener, Callable[[Messages], Any]]  # noqa: UP007
 
 
 class PrintListener:
@@ -30,12 +47,14 @@ class PrintListener:
     def __init__(self, out: TextIO | None = None) -> None:
         self.out = out or sys.stdout
 
-    def on_messages(self, messages: list[Any]) -> None:
+    def on_messages(self, messages: Messages) -> None:
         lines = []
         for m in messages:
-            key = getattr(m, "key", None)
+            key = m.key
+            mid = m.id
+            assert mid is not None  # pushed messages all have their id
             lines.append(
-                f"{m.partitionID} {m.id.timestamp}.{m.id.sequenceID} "
+                f"{m.partition} {mid.timestamp}.{mid.sequence} "
                 f"{_text(m.topic)} {_text(m.value)}"
                 + ("" if key is None else f" key={_text(key)}")
                 + "\n"
@@ -55,13 +74,15 @@ class JsonLinesListener:
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
 
-    def on_messages(self, messages: list[Any]) -> None:
+    def on_messages(self, messages: Messages) -> None:
         lines = []
         for m in messages:
+            mid = m.id
+            assert mid is not None  # pushed messages all have their id
             record: dict[str, Any] = {
-                "partition": m.partitionID,
-                "timestamp": m.id.timestamp,
-                "sequence": m.id.sequenceID,
+                "partition": m.partition,
+                "timestamp": mid.timestamp,
+                "sequence": mid.sequence,
             }
             for field in ("topic", "value"):
                 raw = getattr(m, field)
@@ -69,13 +90,14 @@ class JsonLinesListener:
                     record[field] = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     record[field + "_b64"] = base64.b64encode(raw).decode()
-            if getattr(m, "key", None) is not None:
+            key, properties = m.key, m.properties
+            if key is not None:
                 try:
-                    record["key"] = m.key.decode("utf-8")
+                    record["key"] = key.decode("utf-8")
                 except UnicodeDecodeError:
-                    record["key_b64"] = base64.b64encode(m.key).decode()
-            if getattr(m, "properties", None):
-                record["properties"] = {n: _text_or_b64(v) for n, v in m.properties.items()}
+                    record["key_b64"] = base64.b64encode(key).decode()
+            if properties:
+                record["properties"] = {n: _text_or_b64(v) for n, v in properties.items()}
             lines.append(json.dumps(record, separators=(",", ":")) + "\n")
         with self._lock:
             self._file.write("".join(lines))
@@ -91,14 +113,14 @@ class BlackHoleListener:
     def __init__(self) -> None:
         self.count = 0
 
-    def on_messages(self, messages: list[Any]) -> None:
+    def on_messages(self, messages: Messages) -> None:
         self.count += len(messages)
 
 
-def call_listener(listener: Any, messages: list[Any]) -> bool:
+def call_listener(listener: Listener, messages: Messages) -> bool:
     """True when the listener accepted the batch."""
-    handler = getattr(listener, "on_messages", None)
-    result = handler(messages) if handler is not None else listener(messages)
+    handler: Any = getattr(listener, "on_messages", None) or listener
+    result = handler(messages)
     if result is None or result is True:
         return True
     if result is False:
@@ -106,7 +128,7 @@ def call_listener(listener: Any, messages: list[Any]) -> bool:
     return isinstance(result, int) and result == 0
 
 
-def load_listener(spec: str) -> Any:
+def load_listener(spec: str) -> Listener:
     """A listener from a command-line spec: ``print``, ``blackhole``, ``jsonl:PATH``, or
     ``package.module:name`` where name is a listener, a callable taking the messages, or a
     class / factory called without arguments to make one."""
@@ -118,9 +140,9 @@ def load_listener(spec: str) -> Any:
         return JsonLinesListener(spec[len("jsonl:") :])
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(
-            "'--listener' must be print, blackhole, jsonl:PATH or package.module:name, "
-            f"got {spec!r}"
+        raise InvalidArgument(
+            "--listener",
+            f"must be print, blackhole, jsonl:PATH or package.module:name, got {spec!r}",
         )
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):

@@ -18,10 +18,9 @@ import time
 from typing import Any
 
 import gevent
-from hqueue.protocol import connect
+from hqueue.client import Connection
 from hqueue_contract import registry as layout
 from hqueue_contract import zk
-from hqueue_contract.protocol import parse_address
 
 from .subscription import Subscription
 
@@ -42,19 +41,20 @@ class Registration(abc.ABC):
         """Drops the registration without telling anyone (``Subscriber.kill``)."""
 
 
-def partition_count(gateway: str, queue: str, timeout: float = 10.0, tls: Any = None) -> int:
-    host, port = parse_address(gateway, argument="gateway")
-    client = connect(host, port, timeout=timeout, tls=tls)
-    try:
-        return len(client.getQueueLocations(queue.encode()))
-    finally:
-        client.close()
+Gateways = list[tuple[str, int]]  # as hqueue.client.gateway_addresses returns them
+
+
+def partition_count(gateways: Gateways, queue: str, timeout: float = 10.0, tls: Any = None) -> int:
+    with Connection(gateways, timeout=timeout, tls=tls) as conn:
+        return len(conn.call("getQueueLocations", queue.encode()))
 
 
 class GatewayRegistration(Registration):
+    """Registers through the gateways (the first that answers; another one when it fails)."""
+
     def __init__(
         self,
-        gateway: str,
+        gateways: Gateways,
         queue: str,
         subscription: Subscription,
         address: str,
@@ -63,33 +63,26 @@ class GatewayRegistration(Registration):
         tls: Any = None,
     ) -> None:
         self.tls = tls  # for the connection to the gateway: see hqueue.protocol.connect
-        self.host, self.port = parse_address(gateway, argument="gateway")
+        self.gateways = gateways
         self.queue = queue
         self.subscription = subscription
         self.address = address
         self.lease_seconds = lease_seconds
         self.lease: int | None = None
-        self._client: Any = None
+        self._conn = Connection(gateways, timeout=max(5.0, lease_seconds), tls=tls)
         self._renewer: gevent.Greenlet | None = None
 
     def _call(self, method: str, *args: Any) -> Any:
-        if self._client is None:
-            self._client = connect(
-                self.host, self.port, timeout=max(5.0, self.lease_seconds), tls=self.tls
-            )
+        """A gateway call; errors are hqueue's (InvalidArgument, ServerError, TransportError).
+        After a failure the connection is opened again, to the next gateway that answers."""
         try:
-            return getattr(self._client, method)(*args)
+            return self._conn.call(method, *args)
         except Exception:
             self._drop_client()
             raise
 
     def _drop_client(self) -> None:
-        if self._client is not None:
-            try:
-                self._client.close()
-            except Exception:
-                log.debug("closing the gateway connection failed", exc_info=True)
-            self._client = None
+        self._conn.close()
 
     def _subscribe(self, first: bool) -> None:
         self.lease = self._call(
@@ -150,7 +143,7 @@ class ZooKeeperRegistration(Registration):
     def __init__(
         self,
         hosts: str,
-        gateway: str,
+        gateways: Gateways,
         queue: str,
         subscription: Subscription,
         address: str,
@@ -160,7 +153,7 @@ class ZooKeeperRegistration(Registration):
     ) -> None:
         self.tls = tls  # for the connection to the gateway
         self.hosts = hosts
-        self.gateway = gateway
+        self.gateways = gateways
         self.queue = queue
         self.subscription = subscription
         self.address = address
@@ -176,7 +169,7 @@ class ZooKeeperRegistration(Registration):
     def start(self) -> None:
         from kazoo.protocol.states import KazooState
 
-        self._partitions = partition_count(self.gateway, self.queue, tls=self.tls)
+        self._partitions = partition_count(self.gateways, self.queue, tls=self.tls)
         self.zk = zk.connect(self.hosts, timeout=self.session_timeout)
         self._register(first=True)
 

@@ -3,6 +3,10 @@
 Each gateway worker keeps one connection per (subscriber, partition) and sends one batch at a
 time on it, so batches of one partition reach the listeners in order; batches of different
 partitions may be handled at the same time (one greenlet per connection).
+
+thriftpy2 decodes each call into TMessage objects (its Cython reader, about 1 us per message
+on a busy 2-core machine); the handler turns them into :class:`hqueue.Message` named tuples
+(:func:`hqueue.message.from_thrift`, about 0.3 us more) before any listener sees them.
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from typing import Any
 
 import gevent
 from gevent.server import StreamServer
+from hqueue.message import from_thrift
 from hqueue_contract.protocol import subscriber_thrift
 from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
 from thriftpy2.thrift import TProcessor
 from thriftpy2.transport import TSocket, TTransportException
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory
+
+from .listeners import Messages
 
 log = logging.getLogger(__name__)
 
@@ -31,15 +38,18 @@ STATUS_STOPPING = 2
 HANDSHAKE_TIMEOUT = 10.0  # seconds
 
 
+Consume = Callable[[Messages], int]
+
+
 class _Handler:
-    def __init__(self, consume: Callable[[list[Any]], int], server: SubscriberServer) -> None:
+    def __init__(self, consume: Consume, server: SubscriberServer) -> None:
         self._consume = consume
         self._server = server
 
-    def consumeMessages(self, messages: list[Any]) -> int:
+    def consumeMessages(self, messages: list[Any] | None) -> int:
         self._server._busy += 1
         try:
-            return self._consume(messages or [])
+            return self._consume(from_thrift(messages) if messages else [])
         finally:
             self._server._busy -= 1
 
@@ -50,7 +60,7 @@ class SubscriberServer:
 
     def __init__(
         self,
-        consume: Callable[[list[Any]], int],
+        consume: Consume,
         host: str,
         port: int,
         tls: ssl.SSLContext | None = None,

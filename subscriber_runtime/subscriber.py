@@ -20,14 +20,17 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import gevent
 import gevent.event
 import gevent.lock
-from hqueue.tls import client_context
+from hqueue.client import Connection, gateway_addresses
+from hqueue.client import Queue as HQueue
+from hqueue.errors import InvalidArgument
+from hqueue.tls import TLSOption, client_context
+from hqueue_contract.protocol import Address
 
-from .listeners import call_listener
+from .listeners import Listener, Messages, call_listener
 from .registration import GatewayRegistration, Registration, ZooKeeperRegistration
 from .server import STATUS_FAILED, STATUS_OK, STATUS_STOPPING, SubscriberServer
 from .subscription import Subscription
@@ -36,12 +39,18 @@ log = logging.getLogger(__name__)
 
 
 class Subscriber:
+    """Receives the pushes of one subscription of ``queue`` and hands them to ``listeners``.
+
+    ``gateway``: where it registers, as :class:`hqueue.Connection` takes it: ``"host:port"``,
+    ``(host, port)``, or several (a list, or ``"h1:p1,h2:p2"``) tried in order. Bad arguments
+    raise :class:`hqueue.InvalidArgument` naming them."""
+
     def __init__(
         self,
-        gateway: str,
+        gateway: Address | Sequence[Address],
         queue: str,
         subscription: Subscription,
-        listeners: Sequence[Any],
+        listeners: Sequence[Listener],
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -50,15 +59,28 @@ class Subscriber:
         session_timeout: float = 10.0,
         lease_seconds: int = 10,
         grace: float = 10.0,
-        tls: Any = None,
+        tls: TLSOption = None,
         server_tls: ssl.SSLContext | None = None,
     ) -> None:
         """``tls``: how to connect to the gateway (see :func:`hqueue.protocol.connect`);
         ``server_tls``: serve consumeMessages over TLS with this server-side context
         (:func:`hqueue.tls.server_context`; the gateway then needs ``--tls-ca``)."""
-        if not listeners:
-            raise ValueError("'listeners' must hold at least one MessageListener")
-        self.gateway = gateway
+        self.gateways = gateway_addresses(gateway, argument="gateway")
+        if not isinstance(queue, str) or not queue:
+            raise InvalidArgument("queue", f"must be a queue name (str), got {queue!r}")
+        if not isinstance(subscription, Subscription):
+            raise InvalidArgument(
+                "subscription", f"must be a Subscription, got {type(subscription).__name__}"
+            )
+        if isinstance(listeners, (str, bytes)) or not listeners:
+            raise InvalidArgument("listeners", "must hold at least one MessageListener")
+        for i, listener in enumerate(listeners):
+            if not callable(getattr(listener, "on_messages", None)) and not callable(listener):
+                raise InvalidArgument(
+                    f"listeners[{i}]", f"must have on_messages() or be callable, got {listener!r}"
+                )
+        if not 0 <= port <= 65535:
+            raise InvalidArgument("port", f"must be 0..65535, got {port}")
         self.queue = queue
         self.subscription = subscription
         self.listeners = list(listeners)
@@ -77,7 +99,12 @@ class Subscriber:
         self._registration: Registration | None = None
         self._stopping = False
         self._stopped = gevent.event.Event()
-        self._partition_locks: dict[int, gevent.lock.Semaphore] = {}
+        self._partition_locks: dict[int | None, gevent.lock.Semaphore] = {}
+
+    @property
+    def gateway(self) -> str:
+        """The gateway addresses as ``host:port[,host:port...]``."""
+        return ",".join(f"{h}:{p}" for h, p in self.gateways)
 
     @property
     def address(self) -> str:
@@ -85,7 +112,7 @@ class Subscriber:
         assert self._server is not None, "start() the subscriber first"
         return f"{self.advertise_host}:{self._server.address[1]}"
 
-    def consume(self, messages: list[Any]) -> int:
+    def consume(self, messages: Messages) -> int:
         """The consumeMessages handler: every listener in order; non-zero on any failure.
 
         Batches of one partition are handled one at a time: after the gateway restarts a
@@ -95,14 +122,14 @@ class Subscriber:
             return STATUS_STOPPING
         if not messages:
             return STATUS_OK
-        partition = messages[0].partitionID
+        partition = messages[0].partition
         lock = self._partition_locks.get(partition)
         if lock is None:
             lock = self._partition_locks[partition] = gevent.lock.Semaphore()
         with lock:
             return self._call_listeners(messages)
 
-    def _call_listeners(self, messages: list[Any]) -> int:
+    def _call_listeners(self, messages: Messages) -> int:
         for listener in self.listeners:
             try:
                 ok = call_listener(listener, messages)
@@ -121,7 +148,7 @@ class Subscriber:
         if self.zookeeper:
             self._registration = ZooKeeperRegistration(
                 self.zookeeper,
-                self.gateway,
+                self.gateways,
                 self.queue,
                 self.subscription,
                 self.address,
@@ -130,7 +157,7 @@ class Subscriber:
             )
         else:
             self._registration = GatewayRegistration(
-                self.gateway,
+                self.gateways,
                 self.queue,
                 self.subscription,
                 self.address,
@@ -183,30 +210,34 @@ class Subscriber:
                     log.exception("closing listener %r failed", listener)
 
 
-class Queue:
-    """The subscription side of a queue (seed 4.4: ``queue.createSubscriber(...)``)."""
-
-    def __init__(self, name: str, gateway: str, *, zookeeper: str | None = None) -> None:
-        self.name = name
-        self.gateway = gateway
-        self.zookeeper = zookeeper
-
-    def create_subscriber(
-        self, subscription: Subscription, listeners: Iterable[Any], **options: Any
-    ) -> Subscriber:
-        """A Subscriber, not started yet; ``options`` as :class:`Subscriber` takes them."""
-        options.setdefault("zookeeper", self.zookeeper)
-        return Subscriber(self.gateway, self.name, subscription, list(listeners), **options)
-
-    def close(self) -> None:
-        """Nothing to release: each subscriber owns its connections."""
+def Queue(
+    name: str, gateway: Address | Sequence[Address], *, zookeeper: str | None = None
+) -> HQueue:
+    """``hqueue.Connection(gateway).queue(name, zookeeper=zookeeper)``: the one
+    :class:`hqueue.Queue` class, whose ``create_subscriber`` registers in ``zookeeper`` when
+    given. (This was a class of the runtime's own; programs written against it keep working.)"""
+    return Connection(gateway).queue(name, zookeeper=zookeeper)
 
 
 def create_subscriber(
-    gateway: str,
+    gateway: Address | Sequence[Address],
     queue: str,
     subscription: Subscription,
-    listeners: Iterable[Any],
-    **options: Any,
+    listeners: Iterable[Listener],
+    *,
+    zookeeper: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    advertise_host: str | None = None,
+    session_timeout: float = 10.0,
+    lease_seconds: int = 10,
+    grace: float = 10.0,
+    tls: TLSOption = None,
+    server_tls: ssl.SSLContext | None = None,
 ) -> Subscriber:
-    return Subscriber(gateway, queue, subscription, list(listeners), **options)
+    """A :class:`Subscriber`, not started yet (the arguments are its own)."""
+    return Subscriber(
+        gateway, queue, subscription, list(listeners), host=host, port=port,
+        advertise_host=advertise_host, zookeeper=zookeeper, session_timeout=session_timeout,
+        lease_seconds=lease_seconds, grace=grace, tls=tls, server_tls=server_tls,
+    )  # fmt: skip

@@ -23,9 +23,9 @@ def _write(tag: str, messages: list[Any]) -> None:
             "tag": tag,
             "messages": [
                 [
-                    m.partitionID,
+                    m.partition,
                     m.id.timestamp,
-                    m.id.sequenceID,
+                    m.id.sequence,
                     m.topic.decode(),
                     m.value.decode(),
                     None if m.key is None else m.key.decode(),

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_rowkey.h"
 #include "../_thriftbuf.h"
 
 static void put_bytes(Out *o, const char *p, Py_ssize_t n)
@@ -162,7 +163,7 @@ static PyObject *decode_rows_reply(PyObject *self, PyObject *args)
                 if (ft == 0)
                     break;
                 if (fid == 1 && ft == 11) {
-                    if (!rd_str(r, &row_at, &row_len) || row_len != 12)
+                    if (!rd_str(r, &row_at, &row_len) || row_len != HQ_KEY_LENGTH)
                         goto unusual;
                 } else if (fid == 2 && ft == 13) {
                     if (row_at < 0 || !rd_need(r, 6) || r->buf[r->pos] != 11 ||
@@ -170,11 +171,9 @@ static PyObject *decode_rows_reply(PyObject *self, PyObject *args)
                         goto unusual;
                     int32_t m = be32(r->buf + r->pos + 2);
                     r->pos += 6;
-                    const uint8_t *k = r->buf + row_at;
-                    long long ts = 0;
-                    for (int j = 2; j < 10; j++)
-                        ts = (long long)(((unsigned long long)ts << 8) | k[j]);
-                    int seq = (int16_t)((k[10] << 8) | k[11]);
+                    long long ts;
+                    int seq;
+                    hq_key_decode(r->buf + row_at, &ts, &seq);
                     for (int32_t j = 0; j < m; j++) {
                         int64_t col_at, col_len, val_at, val_len;
                         if (!rd_str(r, &col_at, &col_len) || col_len <= prefix_len ||
@@ -242,5 +241,11 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__hbasecodec(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* the header's key length, for tests/unit/test_limits.py */
+    if (m && PyModule_AddIntConstant(m, "KEY_LENGTH", HQ_KEY_LENGTH) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

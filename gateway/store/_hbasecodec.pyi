@@ -6,3 +6,5 @@ def decode_rows_reply(
 def encode_mutate_rows(
     table: bytes, prefix: bytes, keys: list[bytes], topics: list[bytes], values: list[bytes]
 ) -> bytes: ...
+
+KEY_LENGTH: int  # gateway/_rowkey.h's

@@ -35,10 +35,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from loadtests import bench_gateway as bg
-from loadtests.benchmarks import load_sections
-from loadtests.benchmarks.context import BusyMeter, Context, Settings
-from loadtests.benchmarks.registry import Result, Section
+from loadtests.benchmarks.context import Context, Result, Section, Settings
+from loadtests.benchmarks.sections import SECTIONS
+from loadtests.benchmarks.stats import BusyMeter, machine_info
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS_OUT = ROOT / "docs" / "benchmarks"
@@ -75,7 +74,7 @@ def _names(value: str | None, sections: dict[str, Section], what: str) -> list[s
 
 
 def machine(workdir: Path) -> dict[str, Any]:
-    info = bg.machine_info(workdir)
+    info = machine_info(workdir)
     for pkg in EXTRA_PACKAGES:
         try:
             info["packages"][pkg] = metadata.version(pkg)
@@ -143,7 +142,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    sections = load_sections()
+    sections = {s.name: s for s in SECTIONS}
     args = build_parser(sections).parse_args(argv)
     if args.list:
         for s in sections.values():

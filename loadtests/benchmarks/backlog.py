@@ -11,8 +11,9 @@ side, each with its own data dir, measured in turn (runs outside, gateways insid
   the last stored message, minus the room one scanner reads) and read 25 lists of 1000; a
   second scan figure opens at the backlog's newest 25 000 messages per partition instead.
 
-Both use the lean clients of ``loadtests.bench_gateway``: 4 producer processes sending 1000 x
-100 B per call, or 4 scanner processes. The target is a ratio backlog / empty >= 0.9 for both.
+Both use the lean clients of :mod:`loadtests.benchmarks.clients`: 4 producer processes
+sending 1000 x 100 B per call, or 4 scanner processes. The target is a ratio backlog / empty
+>= 0.9 for both.
 """
 
 from __future__ import annotations
@@ -27,29 +28,53 @@ from typing import Any
 
 from hqueue.protocol import connect
 
-from loadtests import bench_gateway as bg
 from loadtests.benchmarks import charts
-from loadtests.benchmarks.context import Context, fmt_num, median, spread
-from loadtests.benchmarks.registry import Result, section
+from loadtests.benchmarks.clients import (
+    BATCH,
+    PARTITIONS,
+    PUT_QUEUE,
+    SCAN_QUEUE,
+    TOPIC,
+    TTL_SECONDS,
+    VALUE_BYTES,
+    LeanThrift,
+    encode_call,
+    encode_puts,
+    encode_struct,
+    make_values,
+)
+from loadtests.benchmarks.context import Context, Result, Section
+from loadtests.benchmarks.servers import HOST, Server, reset_puts
+from loadtests.benchmarks.stats import fmt_num, median, spread
+from loadtests.benchmarks.workloads import Spec, Workload, first_partition, measure, reap
 
 BACKLOG = 10_000_000
+
+
 QUICK_BACKLOG = 1_000_000
+
+
 LISTS = 25  # GetList(1000) calls per scanner
+
+
 CLIENTS = 4
+
+
 FILLERS = 4
+
+
 TARGET = 0.9
+
+
 MIN_RUNS = 5
-
-
-# -- filling -----------------------------------------------------------------------------
 
 
 def _filler_main(port: int, queue: bytes, partitions: list[int], calls: int, conn: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        c = bg.LeanThrift(bg.HOST, port)
-        requests = bg.encode_puts(c.t, queue, partitions, bg.make_values(3000 + partitions[0]))
+        c = LeanThrift(HOST, port)
+        requests = encode_puts(c.t, queue, partitions, make_values(3000 + partitions[0]))
         result = c.t.HQueueService.putMessagesWithPid_result
         for i in range(calls):
             c.call(requests[i % len(requests)], result)
@@ -62,16 +87,16 @@ def _filler_main(port: int, queue: bytes, partitions: list[int], calls: int, con
         conn.close()
 
 
-def fill(server: bg.Server, queue: bytes, total: int, timeout: float = 900.0) -> float:
+def fill(server: Server, queue: bytes, total: int, timeout: float = 900.0) -> float:
     """Stores ``total`` messages (1000 per call, spread evenly over the partitions) with
     ``FILLERS`` processes; returns the seconds it took."""
-    per_partition_calls = total // bg.BATCH // bg.PARTITIONS
+    per_partition_calls = total // BATCH // PARTITIONS
     ctx = mp.get_context("fork")
     procs, conns = [], []
     t0 = time.monotonic()
     try:
         for k in range(FILLERS):
-            mine = [p for p in range(bg.PARTITIONS) if p % FILLERS == k]
+            mine = [p for p in range(PARTITIONS) if p % FILLERS == k]
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=_filler_main, daemon=True, args=(
                 server.port, queue, mine, per_partition_calls * len(mine), child))  # fmt: skip
@@ -86,27 +111,22 @@ def fill(server: bg.Server, queue: bytes, total: int, timeout: float = 900.0) ->
             if status != "ok":
                 raise RuntimeError(f"a filler failed:\n{detail}\n{server.log_tail()}")
     finally:
-        bg.reap(procs, conns, grace=5)
+        reap(procs, conns, grace=5)
     return time.monotonic() - t0
 
 
-# -- scanning from a point -----------------------------------------------------------------
-
-
-class WindowScan(bg.Workload):
+class WindowScan(Workload):
     """Scanners of ``LISTS`` x 1000 messages; each opens at a random timestamp of
     ``[lo_ms, hi_ms]`` (None: at the partition's start), partitions in turn."""
 
-    def __init__(self, spec: bg.Spec, queue: bytes, lo_ms: int | None, hi_ms: int | None):
-        self.c = bg.LeanThrift(spec.host, spec.port)
+    def __init__(self, spec: Spec, queue: bytes, lo_ms: int | None, hi_ms: int | None):
+        self.c = LeanThrift(spec.host, spec.port)
         t = self.c.t
         self.t, self.svc = t, t.HQueueService
         self.queue, self.lo, self.hi = queue, lo_ms, hi_ms
         self.rng = random.Random(spec.client)
-        self.pid = bg._first_partition(spec)
-        self.element = bg.encode_struct(
-            t.TMessage(t.TMessageID(1, 1), 0, bg.TOPIC, b"x" * bg.VALUE_BYTES)
-        )
+        self.pid = first_partition(spec)
+        self.element = encode_struct(t.TMessage(t.TMessageID(1, 1), 0, TOPIC, b"x" * VALUE_BYTES))
         self.sid: int | None = None
         self.lists = 0
 
@@ -116,20 +136,20 @@ class WindowScan(bg.Workload):
             start = None
             if self.lo is not None and self.hi is not None:
                 start = self.t.TMessageID(self.rng.randint(self.lo, self.hi), 0)
-            scan = self.t.TMessageScan(startMessageID=start, caching=bg.BATCH)
-            req = bg.encode_call("messageScannerOpen", svc.messageScannerOpen_args(
+            scan = self.t.TMessageScan(startMessageID=start, caching=BATCH)
+            req = encode_call("messageScannerOpen", svc.messageScannerOpen_args(
                 queueName=self.queue, partitionID=self.pid, messageScan=scan))  # fmt: skip
             self.sid = self.c.call(req, svc.messageScannerOpen_result)
-            self.pid = (self.pid + 1) % bg.PARTITIONS
+            self.pid = (self.pid + 1) % PARTITIONS
             self.lists = 0
-        req = bg.encode_call("messageScannerGetList", svc.messageScannerGetList_args(
-            id=self.sid, nbMessages=bg.BATCH))  # fmt: skip
+        req = encode_call("messageScannerGetList", svc.messageScannerGetList_args(
+            id=self.sid, nbMessages=BATCH))  # fmt: skip
         n = self.c.count_list(req, "messageScannerGetList", self.element)
         self.lists += 1
         if n == 0:
             raise RuntimeError(f"a scanner ended after {self.lists - 1} lists, not {LISTS}")
         if self.lists == LISTS:
-            req = bg.encode_call("messageScannerClose", svc.messageScannerClose_args(id=self.sid))
+            req = encode_call("messageScannerClose", svc.messageScannerClose_args(id=self.sid))
             self.c.call(req, svc.messageScannerClose_result)
             self.sid = None
         return n
@@ -138,21 +158,21 @@ class WindowScan(bg.Workload):
         self.c.close()
 
 
-def _count(server: bg.Server, queue: bytes) -> int:
+def _count(server: Server, queue: bytes) -> int:
     """Messages in ``queue``: every partition read to its end, 1000 per call, with the lean
     client (it checks each message's shape and does not decode)."""
-    c = bg.LeanThrift(bg.HOST, server.port)
+    c = LeanThrift(HOST, server.port)
     t, svc = c.t, c.t.HQueueService
-    element = bg.encode_struct(t.TMessage(t.TMessageID(1, 1), 0, bg.TOPIC, b"x" * bg.VALUE_BYTES))
+    element = encode_struct(t.TMessage(t.TMessageID(1, 1), 0, TOPIC, b"x" * VALUE_BYTES))
     total = 0
     try:
-        for p in range(bg.PARTITIONS):
-            scan = t.TMessageScan(caching=bg.BATCH)
-            req = bg.encode_call("messageScannerOpen", svc.messageScannerOpen_args(
+        for p in range(PARTITIONS):
+            scan = t.TMessageScan(caching=BATCH)
+            req = encode_call("messageScannerOpen", svc.messageScannerOpen_args(
                 queueName=queue, partitionID=p, messageScan=scan))  # fmt: skip
             sid = c.call(req, svc.messageScannerOpen_result)
-            get = bg.encode_call("messageScannerGetList", svc.messageScannerGetList_args(
-                id=sid, nbMessages=bg.BATCH))  # fmt: skip
+            get = encode_call("messageScannerGetList", svc.messageScannerGetList_args(
+                id=sid, nbMessages=BATCH))  # fmt: skip
             while n := c.count_list(get, "messageScannerGetList", element):
                 total += n
     finally:
@@ -160,46 +180,44 @@ def _count(server: bg.Server, queue: bytes) -> int:
     return total
 
 
-@section("backlog", "Put and scan rates with 10 million messages stored vs. an empty queue",
-         minutes=5)  # fmt: skip
 def run(ctx: Context) -> Result:
     backlog = QUICK_BACKLOG if ctx.quick else BACKLOG
-    scan_room = LISTS * bg.BATCH  # messages one scanner reads
+    scan_room = LISTS * BATCH  # messages one scanner reads
     empty = ctx.start_gateway("backlog-empty")
     full = ctx.start_gateway("backlog-10m")
     for server in (empty, full):
-        c = connect(bg.HOST, server.port, timeout=60.0)
+        c = connect(HOST, server.port, timeout=60.0)
         try:
-            c.createQueue(bg.PUT_QUEUE, bg.PARTITIONS, bg.TTL_SECONDS, {})
-            c.createQueue(bg.SCAN_QUEUE, bg.PARTITIONS, bg.TTL_SECONDS, {})
+            c.createQueue(PUT_QUEUE, PARTITIONS, TTL_SECONDS, {})
+            c.createQueue(SCAN_QUEUE, PARTITIONS, TTL_SECONDS, {})
         finally:
             c.close()
-    fill(empty, bg.SCAN_QUEUE, scan_room * bg.PARTITIONS)
+    fill(empty, SCAN_QUEUE, scan_room * PARTITIONS)
     lo_ms = int(time.time() * 1000)
     ctx.say(f"  storing the backlog: {fmt_num(backlog)} messages")
-    fill_s = fill(full, bg.PUT_QUEUE, backlog)
+    fill_s = fill(full, PUT_QUEUE, backlog)
     hi_ms = int(time.time() * 1000)
     ctx.say(f"  stored {fmt_num(backlog)} messages in {fill_s:.1f} s "
             f"({fmt_num(backlog / fill_s)} msgs/s); waiting for compaction")  # fmt: skip
     settle_s = ctx.quiesce(full, timeout=300.0)
     # leave room for one scanner after the latest start point (the fill's rate was steady)
-    hi_start = hi_ms - int((hi_ms - lo_ms) * scan_room / (backlog / bg.PARTITIONS)) - 1
+    hi_start = hi_ms - int((hi_ms - lo_ms) * scan_room / (backlog / PARTITIONS)) - 1
 
     def settle() -> float:
         # both gateways: the other one's compaction would otherwise land in this run
         return ctx.quiesce(empty) + ctx.quiesce(full)
 
-    def put(server: bg.Server, reset: bool) -> dict[str, Any]:
+    def put(server: Server, reset: bool) -> dict[str, Any]:
         waited = settle()
-        r = bg.measure(server, "put", "lean", CLIENTS, ctx.warmup, ctx.duration, 0)
+        r = measure(server, "put", "lean", CLIENTS, ctx.warmup, ctx.duration, 0)
         if reset:
-            bg.reset_puts(server)
+            reset_puts(server)
         r["idle_wait_s"] = waited
         return r
 
-    def scan(server: bg.Server, queue: bytes, lo: int | None, hi: int | None) -> dict[str, Any]:
+    def scan(server: Server, queue: bytes, lo: int | None, hi: int | None) -> dict[str, Any]:
         waited = settle()
-        r = bg.measure(server, "scan", "lean", CLIENTS, ctx.warmup, ctx.duration, 0,
+        r = measure(server, "scan", "lean", CLIENTS, ctx.warmup, ctx.duration, 0,
                        factory=lambda spec: WindowScan(spec, queue, lo, hi))  # fmt: skip
         r["idle_wait_s"] = waited
         return r
@@ -212,15 +230,15 @@ def run(ctx: Context) -> Result:
         for key, fn in (
             ("put_empty", lambda: put(empty, True)),
             ("put_backlog", lambda: put(full, False)),
-            ("scan_empty", lambda: scan(empty, bg.SCAN_QUEUE, None, None)),
-            ("scan_backlog", lambda: scan(full, bg.PUT_QUEUE, lo_ms, hi_start)),
-            ("scan_backlog_tail", lambda: scan(full, bg.PUT_QUEUE, hi_start, hi_start)),
+            ("scan_empty", lambda: scan(empty, SCAN_QUEUE, None, None)),
+            ("scan_backlog", lambda: scan(full, PUT_QUEUE, lo_ms, hi_start)),
+            ("scan_backlog_tail", lambda: scan(full, PUT_QUEUE, hi_start, hi_start)),
         ):
             r = fn()
             runs[key].append(r)
             ctx.say(f"  run {i + 1}/{n_runs} {key}: {fmt_num(r['msgs_per_s'])} msgs/s "
                     f"(p50 {r['latency_ms_p50']:.2f} ms)")  # fmt: skip
-    stored = _count(full, bg.PUT_QUEUE)
+    stored = _count(full, PUT_QUEUE)
     ctx.stop(empty)
     ctx.stop(full)
 
@@ -282,3 +300,11 @@ def run(ctx: Context) -> Result:
          "runs": runs},
         table, summary, [chart.name], verdict,
     )  # fmt: skip
+
+
+SECTION = Section(
+    "backlog",
+    "Put and scan rates with 10 million messages stored vs. an empty queue",
+    run,
+    minutes=5,
+)

@@ -1,17 +1,16 @@
-"""What every benchmark section shares: settings, servers it starts, repetition, the machine."""
+"""What every benchmark section shares: its settings, the servers it starts, repetition, and
+what a section is and returns (:class:`Section`, :class:`Result`)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import statistics
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtests.bench_gateway import Server, quiesce, start_gateway
+from loadtests.benchmarks.servers import Server, quiesce, start_gateway
+from loadtests.benchmarks.stats import fmt_num
 
 
 @dataclass
@@ -87,55 +86,30 @@ class Context:
         return self.settings.out_dir / f"{name}.png"
 
 
-def median(runs: Iterable[dict[str, Any]], key: str) -> float:
-    values = [r[key] for r in runs if r.get(key) == r.get(key)]  # drop NaN
-    return statistics.median(values) if values else float("nan")
+@dataclass
+class Result:
+    """What a section measured.
+
+    ``data`` goes to the JSON as it is; ``table`` (a header row then rows of strings) and
+    ``summary`` (markdown) to the generated report; ``charts`` are file names in the output
+    directory; ``verdict`` is one line against the section's target, if it has one."""
+
+    data: dict[str, Any]
+    table: list[list[str]]
+    summary: str
+    charts: list[str] = field(default_factory=list)
+    verdict: str | None = None
 
 
-def spread(runs: Iterable[dict[str, Any]], key: str) -> float:
-    """(max - min) / median of ``key`` over the runs: how noisy the median is."""
-    values = [r[key] for r in runs]
-    m = statistics.median(values) if values else 0
-    return (max(values) - min(values)) / m if m else float("nan")
+@dataclass(frozen=True)
+class Section:
+    """A benchmark section: ``run`` measures, with the servers it starts through the
+    :class:`Context` (stopped whatever happens). ``requires``: executables that must be on PATH
+    or the section is skipped, and the report says so; ``minutes``: a rough full-run duration,
+    for ``--list``."""
 
-
-def fmt_num(x: float) -> str:
-    """1234567 -> '1.23M', 12345 -> '12.3k', 12.3 -> '12.3'."""
-    if x != x:
-        return "-"
-    if abs(x) >= 1e6:
-        return f"{x / 1e6:.2f}M"
-    if abs(x) >= 1e3:
-        return f"{x / 1e3:.1f}k"
-    return f"{x:.3g}"
-
-
-# -- how busy the machine is (it is shared) --------------------------------------------------
-
-
-def cpu_times() -> tuple[float, float]:
-    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        fields = [float(x) for x in f.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-class BusyMeter:
-    """Cores busy on the whole machine between start and stop (ours and everyone else's)."""
-
-    def __init__(self) -> None:
-        self.t0 = time.monotonic()
-        self.busy0, self.total0 = cpu_times()
-        self.load0 = os.getloadavg()[0]
-
-    def stop(self) -> dict[str, float]:
-        busy, total = cpu_times()
-        cores = os.cpu_count() or 1
-        share = (busy - self.busy0) / (total - self.total0) if total > self.total0 else 0.0
-        return {
-            "seconds": time.monotonic() - self.t0,
-            "machine_busy_cores": share * cores,
-            "loadavg_1m_start": self.load0,
-            "loadavg_1m_end": os.getloadavg()[0],
-        }
+    name: str
+    title: str
+    run: Callable[[Context], Result]
+    requires: tuple[str, ...] = ()
+    minutes: float = 1.0

@@ -24,8 +24,8 @@ loopback). Both servers are warmed up first (Kafka's JIT needs a few million mes
 
 CPU per message: the server process's CPU (all threads, psutil) during the window over the
 messages moved; the client's likewise (its own process, librdkafka's threads included).
-Kafka's jars come from Maven (``loadtests.kafka_local``); the section is skipped without
-java, mvn or confluent-kafka.
+Kafka's jars come from Maven (:mod:`loadtests.benchmarks.kafka_local`); the section is skipped
+without java, mvn or confluent-kafka.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from loadtests import kafka_local
-from loadtests.bench_kafka import (
+from loadtests.benchmarks import charts, kafka_local
+from loadtests.benchmarks.context import Context, Result, Section
+from loadtests.benchmarks.kafka_clients import (
     KAFKA_CONSUMER,
     KAFKA_PRODUCER,
     LATENCY_RATE,
@@ -53,19 +54,17 @@ from loadtests.bench_kafka import (
     kafka_latency,
     run_jobs,
 )
-from loadtests.benchmarks import charts
-from loadtests.benchmarks.context import Context, fmt_num, median
-from loadtests.benchmarks.registry import Result, section
+from loadtests.benchmarks.stats import fmt_num, median
 
 
 def hqueue_latency(ctx: Context, rate: int, seconds: float, pull: bool = False) -> dict[str, Any]:
-    """loadtests.bench_push's put-to-push latency (its own gateway and subscriber), or with
-    ``pull`` put-to-pull (``bench_kafka.hqueue_pull_latency``, its own gateway too)."""
+    """The push section's put-to-push latency (its own gateway and subscriber), or with
+    ``pull`` put-to-pull (``kafka_clients.hqueue_pull_latency``, its own gateway too)."""
     import shutil
     import tempfile
     from pathlib import Path
 
-    from loadtests import bench_push as bp
+    from loadtests.benchmarks import push as bp
 
     workdir = Path(tempfile.mkdtemp(prefix="kafka-lat-", dir=ctx.workdir))
     gw, port = bp.start_gateway(workdir)
@@ -78,11 +77,6 @@ def hqueue_latency(ctx: Context, rate: int, seconds: float, pull: bool = False) 
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-# -- the section -----------------------------------------------------------------------------
-
-
-@section("kafka", "hqueue's Python client vs. Apache Kafka with confluent-kafka",
-         requires=("java", "mvn"), minutes=8)  # fmt: skip
 def run(ctx: Context) -> Result:
     try:
         import confluent_kafka  # noqa: F401
@@ -257,3 +251,12 @@ def _report(
                         "kafka_producer": KAFKA_PRODUCER, "kafka_consumer": KAFKA_CONSUMER},
                   table=table, summary=summary, charts=[chart.name],
                   verdict="; ".join(verdicts))  # fmt: skip
+
+
+SECTION = Section(
+    "kafka",
+    "hqueue's Python client vs. Apache Kafka with confluent-kafka",
+    run,
+    requires=("java", "mvn"),
+    minutes=8,
+)

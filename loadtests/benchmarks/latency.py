@@ -21,20 +21,41 @@ import traceback
 from functools import partial
 from typing import Any
 
-from loadtests import bench_gateway as bg
 from loadtests.benchmarks import charts
-from loadtests.benchmarks.context import Context, fmt_num, median
-from loadtests.benchmarks.registry import Result, section
+from loadtests.benchmarks.clients import (
+    PARTITIONS,
+    PUT_QUEUE,
+    VALUE_BYTES,
+    LeanThrift,
+    encode_puts,
+    make_values,
+)
+from loadtests.benchmarks.context import Context, Result, Section
 from loadtests.benchmarks.scaling import create_put_queue
+from loadtests.benchmarks.servers import HOST, Server, reset_puts
+from loadtests.benchmarks.stats import fmt_num, median, percentile
+from loadtests.benchmarks.workloads import CLIENT_READY_TIMEOUT, measure, reap
 
 # offered load as multiples of the closed-loop capacity; beyond 1 in case that measurement was
 # low (a shared machine); the sweep stops at the first load the gateway cannot keep up with
 LEVELS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
+
+
 QUICK_LEVELS = (0.1, 0.5, 1.0, 1.5, 2.0, 3.0)
+
+
 SATURATED = 0.95  # achieved below this share of the offered load: saturated
+
+
 PRODUCERS = 4
+
+
 BATCH = 100
+
+
 GRACE_S = 2.0
+
+
 BEND_FACTOR = 3.0  # the knee: p99 above this times the p99 at the lowest load
 
 
@@ -43,10 +64,10 @@ def _producer_main(port: int, client: int, calls_per_s: float, conn: Any) -> Non
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        c = bg.LeanThrift(bg.HOST, port)
+        c = LeanThrift(HOST, port)
         svc = c.t.HQueueService
-        values = bg.make_values(2000 + client, BATCH, bg.VALUE_BYTES)
-        requests = bg.encode_puts(c.t, bg.PUT_QUEUE, range(bg.PARTITIONS), values)
+        values = make_values(2000 + client, BATCH, VALUE_BYTES)
+        requests = encode_puts(c.t, PUT_QUEUE, range(PARTITIONS), values)
         conn.send(("ready", None))
         warm_start, start_at, end_at = conn.recv()
         interval = 1.0 / calls_per_s
@@ -64,7 +85,7 @@ def _producer_main(port: int, client: int, calls_per_s: float, conn: Any) -> Non
                 break  # hopelessly behind: what is left is counted as missing
             if due > now:
                 time.sleep(due - now)
-            c.call(requests[(client + i) % bg.PARTITIONS], svc.putMessagesWithPid_result)
+            c.call(requests[(client + i) % PARTITIONS], svc.putMessagesWithPid_result)
             done = clock()
             if due >= start_at:
                 lat.append(done - due)
@@ -87,7 +108,7 @@ def _producer_main(port: int, client: int, calls_per_s: float, conn: Any) -> Non
         conn.close()
 
 
-def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[str, Any]:
+def open_loop_run(ctx: Context, server: Server, msgs_per_s: float) -> dict[str, Any]:
     ctx.quiesce(server)
     calls_per_s = msgs_per_s / BATCH / PRODUCERS  # per producer
     mpctx = mp.get_context("fork")
@@ -102,7 +123,7 @@ def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[st
             procs.append(p)
             conns.append(parent)
         for c in conns:
-            if not c.poll(bg.CLIENT_READY_TIMEOUT):
+            if not c.poll(CLIENT_READY_TIMEOUT):
                 raise RuntimeError("a producer did not get ready")
             status, detail = c.recv()
             if status != "ready":
@@ -121,8 +142,8 @@ def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[st
                 raise RuntimeError(f"a producer failed:\n{detail}\n{server.log_tail()}")
             reports.append(detail)
     finally:
-        bg.reap(procs, conns, grace=5)
-    bg.reset_puts(server)
+        reap(procs, conns, grace=5)
+    reset_puts(server)
     lat = [x for r in reports for x in r["lat"]]
     sent = sum(r["sent"] for r in reports)
     scheduled = sum(r["scheduled"] for r in reports)
@@ -132,23 +153,22 @@ def open_loop_run(ctx: Context, server: bg.Server, msgs_per_s: float) -> dict[st
         "achieved_msgs_per_s": sum(r["done"] for r in reports) * BATCH / ctx.duration,
         "scheduled_calls": scheduled,
         "missing_calls": scheduled - sent,
-        "p50_ms": bg.percentile(lat, 0.5) * 1e3,
-        "p90_ms": bg.percentile(lat, 0.9) * 1e3,
-        "p99_ms": bg.percentile(lat, 0.99) * 1e3,
+        "p50_ms": percentile(lat, 0.5) * 1e3,
+        "p90_ms": percentile(lat, 0.9) * 1e3,
+        "p99_ms": percentile(lat, 0.99) * 1e3,
         "max_ms": max(lat) * 1e3 if lat else float("nan"),
     }
 
 
-@section("latency", "Put latency under increasing offered load", minutes=2.5)
 def run(ctx: Context) -> Result:
     server = ctx.start_gateway("latency")
     create_put_queue(server)
 
     def closed() -> dict[str, Any]:
         ctx.quiesce(server)
-        r = bg.measure(server, "put", "lean", PRODUCERS, ctx.warmup, ctx.duration, 0,
+        r = measure(server, "put", "lean", PRODUCERS, ctx.warmup, ctx.duration, 0,
                        batch=BATCH)  # fmt: skip
-        bg.reset_puts(server)
+        reset_puts(server)
         return r
 
     capacity_runs = ctx.repeat(closed, what=f"closed loop, {PRODUCERS} producers")
@@ -220,3 +240,6 @@ def run(ctx: Context) -> Result:
          "saturated_level": saturated["level"] if saturated else None},
         table, summary, [chart.name], verdict,
     )  # fmt: skip
+
+
+SECTION = Section("latency", "Put latency under increasing offered load", run, minutes=2.5)

@@ -1,9 +1,6 @@
-"""Sections ``import``, ``metrics`` and ``tls``: what operating features cost a put.
+"""Sections ``metrics`` and ``tls``: what operating features cost a put (``import``, the third
+operating feature measured, is :mod:`loadtests.benchmarks.bulk_import`).
 
-* ``import``: ``hqueue import`` of a JSON Lines file against the lean put rate on the same
-  gateway (``loadtests.bench_import``, its method in its docstring); the issue's target is
-  0.8 of the lean put rate. CPU per message on each side is reported, so a shortfall on a small
-  machine can be read: the importer's parsing and the gateway's storing share its cores.
 * ``metrics``: lean puts (``putMessagesWithPid``, 1000 x 100 B, 4 client processes) against two
   gateways started side by side, one with ``--metrics-port`` (and scraped once per run, so the
   collectors have run), one without; runs alternate between them.
@@ -22,67 +19,46 @@ import urllib.request
 from functools import partial
 from typing import Any
 
-from loadtests import bench_gateway as bg
-from loadtests import bench_import as bi
-from loadtests.benchmarks.context import Context, fmt_num
-from loadtests.benchmarks.registry import Result, section
+from loadtests.benchmarks.clients import (
+    PARTITIONS,
+    PUT_QUEUE,
+    TTL_SECONDS,
+    encode_puts,
+    lean_socket,
+    make_values,
+)
+from loadtests.benchmarks.context import Context, Result, Section
+from loadtests.benchmarks.servers import HOST, Server, start_gateway, wait_for_line
+from loadtests.benchmarks.stats import fmt_num
+from loadtests.benchmarks.workloads import Spec, Workload, first_partition, make_workload, measure
 
 PUT_CLIENTS = 4
 
 
-# -- import ------------------------------------------------------------------------------------
-
-
-@section("import", "hqueue import vs. the lean put rate", minutes=3)
-def run_import(ctx: Context) -> Result:
-    messages = 100_000 if ctx.quick else 400_000
-    workers = (0,) if ctx.quick else (0, 1)
-    res = bi.run(ctx.workdir, ctx.live, lambda m: ctx.say("  " + m), messages=messages,
-                 runs=ctx.runs, workers=workers, warmup=ctx.warmup,
-                 duration=max(ctx.duration, 2.0))  # fmt: skip
-    best = max(m["of_lean_put"] for k, m in res["medians"].items() if k != "lean put")
-    return Result(
-        data=res,
-        table=bi.table(res),
-        summary=(
-            f"`hqueue import` of {messages:,} JSON lines (100-byte text values, partitions "
-            "round-robin, 4 connections) against 4 lean put clients on the same gateway, runs "
-            "alternated; 'of lean put' is the median of each import run over the lean run next "
-            "to it. CPU per message: the importing process and its workers, and the gateway "
-            "(cores busy / rate). Where the client's µs/msg plus the gateway's exceed what the "
-            "machine has free, the import falls short of the lean rate by that much."
-        ),
-        verdict=f"best import: {best:.2f} of the lean put rate (target {bi.TARGET})",
-    )
-
-
-# -- metrics and TLS: lean puts against two gateways ----------------------------------------------
-
-
-class TLSPut(bg.Workload):
+class TLSPut(Workload):
     """Pre-encoded ``putMessagesWithPid`` calls on a socket wrapped for TLS (``ca`` given) or
     plain; the void reply is read whole and checked, not decoded."""
 
-    def __init__(self, spec: bg.Spec, ca: str | None = None) -> None:
+    def __init__(self, spec: Spec, ca: str | None = None) -> None:
         from hqueue.protocol import hqueue_thrift
 
         self.spec = spec
-        raw = bg.lean_socket(spec.host, spec.port)
+        raw = lean_socket(spec.host, spec.port)
         if ca is not None:
             context = ssl.create_default_context(cafile=ca)
             self.sock: socket.socket = context.wrap_socket(raw, server_hostname=spec.host)
         else:
             self.sock = raw
-        values = bg.make_values(1000 + spec.client, spec.batch, spec.value_bytes)
-        self.requests = bg.encode_puts(hqueue_thrift(), bg.PUT_QUEUE, range(bg.PARTITIONS), values)
+        values = make_values(1000 + spec.client, spec.batch, spec.value_bytes)
+        self.requests = encode_puts(hqueue_thrift(), PUT_QUEUE, range(PARTITIONS), values)
         name = b"putMessagesWithPid"
         # REPLY header, name, seqid 0, then the empty result struct's STOP
         self.reply = b"\x80\x01\x00\x02" + len(name).to_bytes(4, "big") + name + bytes(4) + b"\0"
-        self.pid = bg._first_partition(spec)
+        self.pid = first_partition(spec)
 
     def step(self) -> int:
         p = self.pid
-        self.pid = (p + 1) % bg.PARTITIONS
+        self.pid = (p + 1) % PARTITIONS
         self.sock.sendall(self.requests[p])
         want = len(self.reply)
         got = b""
@@ -100,21 +76,21 @@ class TLSPut(bg.Workload):
             self.sock.close()
 
 
-def _client(server: bg.Server) -> Any:
+def _client(server: Server) -> Any:
     from hqueue.protocol import connect
 
     ca = server.extra.get("tls_ca")
     tls = ssl.create_default_context(cafile=ca) if ca else None
-    return connect(bg.HOST, server.port, timeout=120.0, tls=tls)
+    return connect(HOST, server.port, timeout=120.0, tls=tls)
 
 
-def _start(ctx: Context, name: str, flags: list[str], tls_ca: str | None = None) -> bg.Server:
-    server = bg.start_gateway(ctx.workdir, name=name, flags=flags)
+def _start(ctx: Context, name: str, flags: list[str], tls_ca: str | None = None) -> Server:
+    server = start_gateway(ctx.workdir, name=name, flags=flags)
     ctx.live.append(server)
     server.extra["tls_ca"] = tls_ca
     c = _client(server)
     try:
-        c.createQueue(bg.PUT_QUEUE, bg.PARTITIONS, bg.TTL_SECONDS, {})
+        c.createQueue(PUT_QUEUE, PARTITIONS, TTL_SECONDS, {})
     finally:
         c.close()
     ctx.say(f"  {name}: gateway up on port {server.port} {' '.join(flags)}")
@@ -122,20 +98,20 @@ def _start(ctx: Context, name: str, flags: list[str], tls_ca: str | None = None)
 
 
 def _compare(
-    ctx: Context, servers: dict[str, bg.Server], factories: dict[str, Any], before: Any = None
+    ctx: Context, servers: dict[str, Server], factories: dict[str, Any], before: Any = None
 ) -> dict[str, list[dict[str, Any]]]:
     """Lean put runs against each server in turn, ``ctx.runs`` rounds."""
     runs: dict[str, list[dict[str, Any]]] = {k: [] for k in servers}
     for i in range(ctx.runs):
         for name, server in servers.items():
             ctx.quiesce(server)
-            r = bg.measure(server, "put", "lean", PUT_CLIENTS, ctx.warmup, ctx.duration, 0,
+            r = measure(server, "put", "lean", PUT_CLIENTS, ctx.warmup, ctx.duration, 0,
                            factory=factories[name])  # fmt: skip
             if before is not None:
                 before(name)
             c = _client(server)  # what the run stored goes, so every run starts alike
             try:
-                c.truncateQueue(bg.PUT_QUEUE)
+                c.truncateQueue(PUT_QUEUE)
             finally:
                 c.close()
             rate = r["msgs_per_s"]
@@ -163,21 +139,20 @@ def _table(runs: dict[str, list[dict[str, Any]]], base: str) -> tuple[list[list[
     return table, ratio
 
 
-@section("metrics", "Puts with --metrics-port on vs. off", minutes=2)
 def run_metrics(ctx: Context) -> Result:
     servers = {
         "metrics off": _start(ctx, "metrics-off", []),
         "metrics on": _start(ctx, "metrics-on", ["--metrics-port", "0"]),
     }
     on = servers["metrics on"]
-    port = bg._wait_for_line(on.proc, on.log, r"serving metrics on http://\S+:(\d+)/").group(1)
+    port = wait_for_line(on.proc, on.log, r"serving metrics on http://\S+:(\d+)/").group(1)
 
     def scrape(name: str) -> None:
         if name == "metrics on":  # the collectors run when scraped: once per run, as Prometheus
-            with urllib.request.urlopen(f"http://{bg.HOST}:{port}/metrics", timeout=10) as r:
+            with urllib.request.urlopen(f"http://{HOST}:{port}/metrics", timeout=10) as r:
                 r.read()
 
-    factories = dict.fromkeys(servers, bg.make_workload)
+    factories = dict.fromkeys(servers, make_workload)
     runs = _compare(ctx, servers, factories, scrape)
     table, ratio = _table(runs, "metrics off")
     return Result(
@@ -192,7 +167,6 @@ def run_metrics(ctx: Context) -> Result:
     )
 
 
-@section("tls", "Puts over TLS vs. plain TCP", minutes=2)
 def run_tls(ctx: Context) -> Result:
     from tests.tls_ca import ThrowawayCA  # needs the cryptography package (the bench extra)
 
@@ -215,3 +189,7 @@ def run_tls(ctx: Context) -> Result:
         ),
         verdict=f"TLS: {ratio:.2f} of the plain rate",
     )
+
+
+METRICS = Section("metrics", "Puts with --metrics-port on vs. off", run_metrics, minutes=2)
+TLS = Section("tls", "Puts over TLS vs. plain TCP", run_tls, minutes=2)

@@ -1,12 +1,13 @@
 """Sections ``producers`` and ``sizes``: put throughput as producers and message sizes grow.
 
 Producers are processes, each with one connection, sending lean pre-encoded
-``putMessagesWithPid`` calls (``loadtests.bench_gateway``'s lean client) and waiting for each
-reply before the next (closed loop). Processes rather than greenlets: independent producers are
-independent programs, and a lean client process costs about 0.01-0.03 of a core, so 16 of them
-stay far below the gateway's share of the 2 cores; greenlets in one Python process would make
-that one process's CPU and its GIL part of what is measured. Every run starts from an empty
-queue (truncated after each run, the server left to go idle first).
+``putMessagesWithPid`` calls (the lean client of :mod:`loadtests.benchmarks.clients`) and
+waiting for each reply before the next (closed loop). Processes rather than greenlets:
+independent producers are independent programs, and a lean client process costs about
+0.01-0.03 of a core, so 16 of them stay far below the gateway's share of the 2 cores;
+greenlets in one Python process would make that one process's CPU and its GIL part of what is
+measured. Every run starts from an empty queue (truncated after each run, the server left to
+go idle first).
 """
 
 from __future__ import annotations
@@ -16,40 +17,47 @@ from typing import Any
 
 from hqueue.protocol import connect
 
-from loadtests import bench_gateway as bg
 from loadtests.benchmarks import charts
-from loadtests.benchmarks.context import Context, fmt_num, median, spread
-from loadtests.benchmarks.registry import Result, section
+from loadtests.benchmarks.clients import BATCH, PARTITIONS, PUT_QUEUE, TTL_SECONDS
+from loadtests.benchmarks.context import Context, Result, Section
+from loadtests.benchmarks.servers import HOST, Server, reset_puts
+from loadtests.benchmarks.stats import fmt_num, median, spread
+from loadtests.benchmarks.workloads import measure
 
 PRODUCERS = (1, 2, 4, 8, 16)
+
+
 BATCHES = (1000, 10)  # messages per call: the usual batch; small calls that lean on group commit
+
+
 SIZES = (100, 1024, 16 * 1024, 256 * 1024)
+
+
 SIZE_PRODUCERS = 4
+
+
 BYTES_PER_CALL = 1 << 20  # the size sweep sends at most ~1 MiB (and 1000 messages) per call
 
 
-def create_put_queue(server: bg.Server) -> None:
-    c = connect(bg.HOST, server.port, timeout=60.0)
+def create_put_queue(server: Server) -> None:
+    c = connect(HOST, server.port, timeout=60.0)
     try:
-        c.createQueue(bg.PUT_QUEUE, bg.PARTITIONS, bg.TTL_SECONDS, {})
+        c.createQueue(PUT_QUEUE, PARTITIONS, TTL_SECONDS, {})
     finally:
         c.close()
 
 
-def put_run(
-    ctx: Context, server: bg.Server, producers: int, batch: int, size: int
-) -> dict[str, Any]:
+def put_run(ctx: Context, server: Server, producers: int, batch: int, size: int) -> dict[str, Any]:
     """One window of lean puts from an idle server and an empty queue, then the queue emptied."""
     waited = ctx.quiesce(server)
-    r = bg.measure(server, "put", "lean", producers, ctx.warmup, ctx.duration, 0,
+    r = measure(server, "put", "lean", producers, ctx.warmup, ctx.duration, 0,
                    batch=batch, value_bytes=size)  # fmt: skip
-    bg.reset_puts(server)
+    reset_puts(server)
     r["idle_wait_s"] = waited
     r["mb_per_s"] = r["msgs_per_s"] * size / 1e6
     return r
 
 
-@section("producers", "Put throughput as producers go 1, 2, 4, 8, 16", minutes=2.5)
 def producers(ctx: Context) -> Result:
     server = ctx.start_gateway("producers")
     create_put_queue(server)
@@ -104,10 +112,9 @@ def producers(ctx: Context) -> Result:
 
 
 def batch_for(size: int) -> int:
-    return max(1, min(bg.BATCH, BYTES_PER_CALL // size))
+    return max(1, min(BATCH, BYTES_PER_CALL // size))
 
 
-@section("sizes", "Put throughput as messages go 100 B, 1 KiB, 16 KiB, 256 KiB", minutes=1.5)
 def sizes(ctx: Context) -> Result:
     server = ctx.start_gateway("sizes")
     create_put_queue(server)
@@ -160,3 +167,11 @@ def human_bytes(n: int) -> str:
     if n >= 1024 and n % 1024 == 0:
         return f"{n // 1024} KiB"
     return f"{n} B"
+
+
+PRODUCERS_SECTION = Section(
+    "producers", "Put throughput as producers go 1, 2, 4, 8, 16", producers, minutes=2.5
+)
+SIZES_SECTION = Section(
+    "sizes", "Put throughput as messages go 100 B, 1 KiB, 16 KiB, 256 KiB", sizes, minutes=1.5
+)

@@ -63,18 +63,18 @@ def test_producers_section_writes_json_chart_and_markdown(tmp_path: Path) -> Non
     assert "![producers](producers.png)" in md and "| msgs/call | producers |" in md
 
 
-def test_a_section_is_registered_once() -> None:
-    from loadtests.benchmarks import load_sections
-    from loadtests.benchmarks.registry import section
+def test_sections_are_one_plain_list_with_unique_names() -> None:
+    from loadtests.benchmarks.context import Section
+    from loadtests.benchmarks.sections import SECTIONS
 
-    sections = load_sections()
-    with pytest.raises(ValueError, match="registered twice"):
-        section("producers", "again")(sections["producers"].run)
+    names = [s.name for s in SECTIONS]
+    assert all(isinstance(s, Section) for s in SECTIONS)
+    assert len(names) == len(set(names)), names
 
 
 def test_put_to_pull_latency_reaches_every_message(gateway: GatewayProcess) -> None:
     # the kafka section's put-to-pull row, tiny: a consumer process pulls (and acks) all of it
-    from loadtests.bench_kafka import hqueue_pull_latency
+    from loadtests.benchmarks.kafka_clients import hqueue_pull_latency
 
     got = hqueue_pull_latency(gateway.port, 2000, 1.0)
     assert got["messages"] >= 100 and got["delivered"] == got["messages"]

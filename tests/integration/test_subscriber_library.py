@@ -83,7 +83,7 @@ killed.kill()
 wait(lambda: info("lib2").address is None, "the killed subscriber to vanish", 15)
 print(json.dumps({
     "received": [m.value.decode() for m in received],
-    "partitions": sorted({m.partitionID for m in received}),
+    "partitions": sorted({m.partition for m in received}),
     "black_hole": hole.count,
     "live_address": live_address,
     "subscriber_address": subscriber.address,

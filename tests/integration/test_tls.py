@@ -196,6 +196,39 @@ def test_admin_token_without_tls(gateways: GatewayFactory, tmp_path: Path) -> No
     assert "admin tokens cross the network in the clear" in log
 
 
+def test_moving_a_subscribers_checkpoints_is_for_administrators(
+    gateways: GatewayFactory, tmp_path: Path
+) -> None:
+    """resetSubscriber and replayDeadLetters are offset resets: administrative, as in RocketMQ
+    and Kafka, once an admin policy is configured; anyone may subscribe."""
+    token = "s3cret-token-" + uuid.uuid4().hex
+    token_file = tmp_path / "tokens"
+    token_file.write_text(token + "\n")
+    gw = gateways("--admin-token-file", str(token_file))
+    name = new_queue_name()
+    with connection(gw, token=token) as admin, connection(gw) as anon:
+        admin.create_queue(name, 1, 3600)
+        anon.call("addSubscriber", name.encode(), _subscription("s1"))
+        assert_refused(
+            lambda: anon.call("resetSubscriber", name.encode(), b"s1", 0), "resetSubscriber"
+        )
+        assert_refused(
+            lambda: anon.call("replayDeadLetters", name.encode(), b"s1"), "replayDeadLetters"
+        )
+        admin.call("resetSubscriber", name.encode(), b"s1", 0)
+        assert admin.call("replayDeadLetters", name.encode(), b"s1") == 0
+        assert anon.queues() is not None  # the connection survived the refusals
+    tf = tmp_path / "mine"
+    tf.write_text(token + "\n")
+    refused = hq(gw.address, "reset_subscriber", name, "s1", "--to", "earliest")
+    assert refused.returncode == 1 and "not allowed to resetSubscriber" in refused.stderr
+    ok = hq(gw.address, "--token-file", str(tf), "reset_subscriber", name, "s1", "--to", "earliest")
+    assert ok.returncode == 0, ok.stderr
+    log = gw.log()
+    assert "refused resetSubscriber to an anonymous client at 127.0.0.1:" in log
+    assert "refused replayDeadLetters to an anonymous client at 127.0.0.1:" in log
+
+
 def test_admin_flags_are_checked_at_start(gateways: GatewayFactory, tmp_path: Path) -> None:
     short = tmp_path / "short"
     short.write_text("abc\n")

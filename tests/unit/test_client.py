@@ -121,6 +121,38 @@ def test_connection_takes_host_port_as_one_address() -> None:
         Connection("127.0.0.1:x")
 
 
+def test_connection_takes_addresses_as_the_subscriber_does() -> None:
+    """One argument: "host:port", (host, port), or several of them (a list, or comma-separated
+    as the flags write them), parsed by hqueue_contract's parse_addresses."""
+    assert Connection(("gw", 9191)).addresses == [("gw", 9191)]
+    c = Connection(["a:1", ("b", 2)])
+    assert c.addresses == [("a", 1), ("b", 2)] and (c.host, c.port) == ("a", 1)
+    assert Connection("a:1, b:2").addresses == [("a", 1), ("b", 2)]
+    for bad, argument in ((["a:1", ("b", 0)], "host[1]"), ([], "host"), (("b", "x"), "host")):
+        with pytest.raises(InvalidArgument) as info:
+            Connection(bad)  # type: ignore[arg-type]
+        assert info.value.argument == "host" and argument in str(info.value)
+
+
+def test_several_addresses_use_the_first_that_accepts() -> None:
+    import socket
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        c = Connection([("127.0.0.1", refused), f"127.0.0.1:{port}"], timeout=2)
+        c.open()
+        assert (c.host, c.port) == ("127.0.0.1", port) and c.is_open
+        c.close()
+        with pytest.raises(TransportError, match=f"any of 127.0.0.1:{refused}, 127.0.0.1:"):
+            Connection([("127.0.0.1", refused), ("127.0.0.1", refused)], timeout=2).open()
+
+
 def test_gateway_exceptions_map_to_python_ones() -> None:
     t = hqueue_thrift()
     q = conn_with(FakeClient(t.IllegalArgument(message="queueName: no queue named 'q'"))).queue("q")

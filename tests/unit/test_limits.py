@@ -50,6 +50,11 @@ def test_the_c_client_codec_has_the_same_partition_limit() -> None:
     match = re.search(r"#define MAX_PARTITION (\d+)", source)
     assert match and int(match.group(1)) == MAX_PARTITION_ID
     assert _purecodec.MAX_PARTITION == MAX_PARTITION_ID
+    source = (ROOT / "clients" / "python" / "hqueue" / "toolkit" / "_fastjsonl.c").read_text()
+    ids = re.search(r"#define MAX_PARTITION (\d+)", source)
+    counts = re.search(r"#define MAX_PARTITIONS (\d+)", source)
+    assert ids and int(ids.group(1)) == MAX_PARTITION_ID
+    assert counts and int(counts.group(1)) == MAX_PARTITIONS
 
 
 def test_the_c_row_keys_carry_after_the_last_sequence() -> None:
@@ -97,3 +102,32 @@ def test_a_subscription_takes_the_contract_limits() -> None:
         Subscription("s", partitions=[MAX_PARTITIONS])
     with pytest.raises(ValueError, match=f"0..{MAX_SEQUENCE}"):
         Subscription("s", partitions={0: (5, MAX_SEQUENCE + 1)})
+
+
+def test_the_c_row_key_header_has_the_contract_numbers() -> None:
+    """gateway/_rowkey.h is the one C codec of the row key; its numbers are the contract's and
+    rowkey.py's, as written and as compiled into the modules that include it."""
+    header = (ROOT / "gateway" / "_rowkey.h").read_text()
+    defined = {m[1]: int(m[2]) for m in re.finditer(r"#define (HQ_\w+) (\d+)", header)}
+    assert defined == {
+        "HQ_KEY_LENGTH": rowkey.KEY_LENGTH,
+        "HQ_KEY_PARTITION_AT": 0,
+        "HQ_KEY_TIMESTAMP_AT": 2,
+        "HQ_KEY_SEQUENCE_AT": 10,
+        "HQ_MAX_SEQUENCE": MAX_SEQUENCE,
+        "HQ_MAX_PARTITION_ID": MAX_PARTITION_ID,
+    }
+    for name in ("_wal.c", "store/_hbasecodec.c"):
+        source = (ROOT / "gateway" / name).read_text()
+        assert '_rowkey.h"' in source, name
+        assert not re.search(r"\b3276[67]\b", source.split("*/", 1)[-1]), name
+    if not fast.PURE_PYTHON:  # the C modules are not even imported in pure mode
+        from gateway import _wal
+        from gateway.store import _hbasecodec
+
+        assert (_wal.KEY_LENGTH, _wal.MAX_SEQUENCE, _wal.MAX_PARTITION_ID) == (
+            rowkey.KEY_LENGTH,
+            MAX_SEQUENCE,
+            MAX_PARTITION_ID,
+        )
+        assert _hbasecodec.KEY_LENGTH == rowkey.KEY_LENGTH

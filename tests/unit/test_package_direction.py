@@ -30,14 +30,20 @@ GATEWAY_ONLY = {"rocksdict", "happybase", "kazoo", "prometheus_client", "flask"}
 # The one import against the direction, kept on purpose and lazily: seed 4.4's
 # `queue.createSubscriber(...)` builds a subscriber_runtime.Subscriber. The client loads and
 # works without the runtime; only that call needs it.
-ALLOWED_UPWARD = {("clients/python/hqueue/client.py", "create_subscriber", "subscriber_runtime")}
+# Its signature names the runtime's types (Subscription, Subscriber, Listener) for the type
+# checker only: under `if TYPE_CHECKING:`, which never runs (scope "TYPE_CHECKING" below).
+ALLOWED_UPWARD = {
+    ("clients/python/hqueue/client.py", "create_subscriber", "subscriber_runtime"),
+    ("clients/python/hqueue/client.py", "TYPE_CHECKING", "subscriber_runtime"),
+}
 
 
 class Import(NamedTuple):
     file: str  # relative to the repository
     line: int
     module: str  # absolute dotted name
-    function: str | None  # the innermost function it is in; None at module level
+    # the innermost function it is in; None at module level; "TYPE_CHECKING" in such a block
+    function: str | None
 
     @property
     def top(self) -> str:
@@ -57,6 +63,12 @@ def imports_of(source: str, file: str, package: str) -> Iterator[Import]:
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
                 yield from visit(child, child.name)
                 continue
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                for stmt in child.body:
+                    yield from visit(ast.Module(body=[stmt], type_ignores=[]), "TYPE_CHECKING")
+                for stmt in child.orelse:
+                    yield from visit(ast.Module(body=[stmt], type_ignores=[]), function)
+                continue
             if isinstance(child, ast.Import):
                 for alias in child.names:
                     yield Import(file, child.lineno, alias.name, function)
@@ -71,6 +83,14 @@ def imports_of(source: str, file: str, package: str) -> Iterator[Import]:
             yield from visit(child, function)
 
     yield from visit(tree, None)
+
+
+def _type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` or ``if typing.TYPE_CHECKING:``: imports only the type checker
+    makes."""
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
 
 
 def package_imports(folder: Path, package: str) -> list[Import]:
@@ -215,3 +235,16 @@ def test_moved_names_keep_a_public_home() -> None:
     for name in ("hqueue_thrift", "subscriber_thrift", "parse_address", "closed_by_peer"):
         assert getattr(hqueue.protocol, name) is getattr(hqueue_contract.protocol, name)
     assert callable(hqueue.protocol.connect)
+
+
+def test_the_benchmark_harness_imports_no_gateway_module() -> None:
+    """loadtests/ starts the gateway as a process (``python -m gateway``) and talks to it as a
+    client; what measures gateway internals in-process lives in tests/perf."""
+    found = [i for i in package_imports(ROOT / "loadtests", "loadtests") if i.top == "gateway"]
+    assert not found, "\n".join(map(str, found))
+
+
+def test_the_harness_check_sees_a_lazy_gateway_import() -> None:
+    source = "def f():\n    from gateway.rowkey import encode\n"
+    (hit,) = [i for i in imports_of(source, "x.py", "loadtests") if i.top == "gateway"]
+    assert hit.function == "f" and hit.module == "gateway.rowkey"

@@ -320,5 +320,6 @@ def test_the_facade_binds_the_c_functions_themselves() -> None:
     for module in C_MODULES:
         c = _c(module)
         for name in dir(c):
-            if not name.startswith("_"):
+            # every function and type; the constants of gateway/_rowkey.h are test_limits'
+            if not name.startswith("_") and callable(getattr(c, name)):
                 assert getattr(fast, name) is getattr(c, name), name

@@ -122,6 +122,7 @@ def test_a_consume_call_with_keys_and_properties_decodes_with_them() -> None:
     from pathlib import Path
     from tempfile import TemporaryDirectory
 
+    from hqueue.message import from_thrift
     from hqueue.protocol import subscriber_thrift
     from thriftpy2.protocol import TBinaryProtocol
     from thriftpy2.transport import TMemoryBuffer
@@ -142,13 +143,14 @@ def test_a_consume_call_with_keys_and_properties_decodes_with_them() -> None:
     assert (a.value, a.key, a.properties) == (b"a", None, None)
     assert (b.value, b.partitionID, b.id.sequenceID) == (b"b", 3, 1)
     assert (b.key, b.properties) == (b"order-7", {"origin": b"\xff"})
+    messages = from_thrift(args.messages)  # what the subscriber's listeners get
     out = io.StringIO()
-    PrintListener(out).on_messages(args.messages)
+    PrintListener(out).on_messages(messages)
     assert out.getvalue().splitlines()[1] == "3 1700000000000.1 t b key=order-7"
     with TemporaryDirectory() as tmp:
         path = Path(tmp) / "out.jsonl"
         listener = JsonLinesListener(str(path))
-        listener.on_messages(args.messages)
+        listener.on_messages(messages)
         listener.close()
         first, second = (json.loads(line) for line in path.read_text().splitlines())
     assert "key" not in first and "properties" not in first

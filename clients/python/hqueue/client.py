@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hqueue_contract.limits import MAX_PARTITION_ID, MAX_PARTITIONS, MAX_SEQUENCE
+from hqueue_contract.protocol import Address, parse_addresses
 from thriftpy2.protocol.exc import TProtocolException
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
@@ -34,8 +35,13 @@ from thriftpy2.transport import TTransportException
 from . import codec, fastpath, protocol
 from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
-from .message import KeyedMessage, Message, MessageID
+from .message import KeyedMessage, Message, MessageID, keyed_from_thrift
 from .tls import TLSOption, client_context
+
+if TYPE_CHECKING:  # types only: the runtime is imported by Queue.create_subscriber, when called
+    from subscriber_runtime.listeners import Listener
+    from subscriber_runtime.subscriber import Subscriber
+    from subscriber_runtime.subscription import Subscription
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 9190
@@ -72,6 +78,30 @@ def _int(argument: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+def gateway_addresses(
+    addresses: Address | Sequence[Address],
+    port: int | None = None,
+    *,
+    argument: str = "host",
+) -> list[tuple[str, int]]:
+    """The gateway addresses a :class:`Connection` or a subscriber is given, as
+    ``[(host, port), ...]``: ``"host:port"``, ``(host, port)``, a list of those or
+    ``"h1:p1,h2:p2"``; a bare ``"host"`` (with ``port``, else 9190) as ``Connection`` has
+    always taken it. Raises :class:`InvalidArgument` naming ``argument``."""
+    if port is not None or (
+        isinstance(addresses, str)
+        and "," not in addresses
+        and not (addresses.count(":") == 1 or addresses.startswith("["))
+    ):  # a host name or an IPv6 address without a port
+        if not isinstance(addresses, str) or not addresses:
+            raise InvalidArgument(argument, f"must be a host name with 'port', got {addresses!r}")
+        return [(addresses, _int("port", DEFAULT_PORT if port is None else port, 1, 65535))]
+    try:
+        return parse_addresses(addresses, argument=argument)
+    except ValueError as exc:
+        raise InvalidArgument(argument, str(exc)) from None
+
+
 def _own_partitions(messages: Sequence[Any]) -> bool:
     """Whether any item names its own partition (a Message's, a 3-tuple's third)."""
     for m in messages:
@@ -91,11 +121,16 @@ class Connection:
     ``tls`` (a :class:`hqueue.TLS`, an ``ssl.SSLContext`` or True for the system's CAs)
     speaks TLS, for a gateway started with ``--tls-cert``; ``token`` is sent with
     ``authenticate`` right after connecting (a gateway with ``--admin-token-file``).
+
+    The gateway: ``Connection("host", port)``, or one ``host`` argument as the subscriber
+    takes it (:func:`gateway_addresses`): ``"host:port"``, ``(host, port)``, or several of
+    them (a list, or ``"h1:p1,h2:p2"``: gateways of one cluster), of which the first that
+    accepts the connection is used (the next one when it fails).
     """
 
     def __init__(
         self,
-        host: str = DEFAULT_HOST,
+        host: Address | Sequence[Address] = DEFAULT_HOST,
         port: int | None = None,
         *,
         framed: bool = False,
@@ -105,20 +140,10 @@ class Connection:
         tls: TLSOption = None,
         token: str | None = None,
     ) -> None:
-        if port is None:
-            # "host:port" as the toolkit, the subscriber and the gateway's flags write it
-            if host.count(":") == 1 or host.startswith("["):
-                try:
-                    host, port = protocol.parse_address(host, argument="host")
-                except ValueError as exc:
-                    raise InvalidArgument("host", str(exc)) from None
-            else:
-                port = DEFAULT_PORT
-        _int("port", port, 1, 65535)
+        self.addresses = gateway_addresses(host, port)
         if not timeout > 0:
             raise InvalidArgument("timeout", f"must be > 0 seconds, got {timeout}")
-        self.host = host
-        self.port = port
+        self.host, self.port = self.addresses[0]  # the gateway in use (see open)
         self.framed = framed
         self.compact = compact
         self.timeout = timeout
@@ -136,7 +161,7 @@ class Connection:
         # Pull consumers in a cluster: the gateway pulls and acks go through (another one
         # after this one failed), and every gateway address seen in the queues' locations.
         self._consumer_via: Connection | None = None
-        self._gateways: dict[str, None] = {}
+        self._gateways: dict[str, None] = dict.fromkeys(f"{h}:{p}" for h, p in self.addresses)
         if autoconnect:
             self.open()
 
@@ -149,20 +174,30 @@ class Connection:
         return self._client is not None
 
     def open(self) -> None:
-        """Connects, unless already connected."""
+        """Connects, unless already connected: to this gateway, else (given several) the
+        next of :attr:`addresses` that accepts, which is then this connection's gateway."""
         if self._client is not None:
             return
-        try:
-            self._client = protocol.connect(
-                self.host, self.port, framed=self.framed, compact=self.compact,
-                timeout=self.timeout, tls=self.tls,
-            )  # fmt: skip
-        except (TTransportException, OSError) as exc:
-            # thriftpy2 reports a failed TLS handshake as "Could not connect": say why
-            cause = exc.__context__ if isinstance(exc.__context__, ssl.SSLError) else exc
-            raise TransportError(
-                f"cannot connect to gateway at {self.host}:{self.port}: {cause}"
-            ) from exc
+        at = self.addresses.index((self.host, self.port))
+        failed = []
+        for host, port in self.addresses[at:] + self.addresses[:at]:
+            try:
+                self._client = protocol.connect(
+                    host, port, framed=self.framed, compact=self.compact, timeout=self.timeout,
+                    tls=self.tls,
+                )  # fmt: skip
+            except (TTransportException, OSError) as exc:
+                # thriftpy2 reports a failed TLS handshake as "Could not connect": say why
+                cause = exc.__context__ if isinstance(exc.__context__, ssl.SSLError) else exc
+                failed.append((f"{host}:{port}", cause, exc))
+                continue
+            self.host, self.port = host, port
+            break
+        else:
+            where, cause, error = failed[-1]
+            if len(failed) > 1:
+                where = "any of " + ", ".join(w for w, _, _ in failed)
+            raise TransportError(f"cannot connect to gateway at {where}: {cause}") from error
         if self.token is not None:
             try:
                 self.call("authenticate", self.token.encode())
@@ -338,9 +373,10 @@ class Connection:
 
     # -- queues -----------------------------------------------------------------------------
 
-    def queue(self, name: Bytes) -> Queue:
-        """The queue ``name`` (no call is made: a missing queue shows on first use)."""
-        return Queue(self, name)
+    def queue(self, name: Bytes, *, zookeeper: str | None = None) -> Queue:
+        """The queue ``name`` (no call is made: a missing queue shows on first use);
+        ``zookeeper``: see :class:`Queue`."""
+        return Queue(self, name, zookeeper=zookeeper)
 
     def create_queue(
         self,
@@ -389,12 +425,6 @@ def _message(m: Any) -> Message:
     return Message(topic=m.topic, value=m.value, partition=m.partitionID, id=mid)
 
 
-def _keyed_message(m: Any) -> KeyedMessage:
-    mid = MessageID(m.id.timestamp, m.id.sequenceID) if m.id is not None else None
-    props = m.properties
-    return KeyedMessage(m.topic, m.value, m.partitionID, mid, m.key, dict(props) if props else None)
-
-
 def _message_id(argument: str, value: Any) -> Any:
     if value is None:
         return None
@@ -436,13 +466,18 @@ class ScanIterator(itertools.chain[Message]):
 
 
 class Queue:
-    """One queue, used through one :class:`Connection`."""
+    """One queue, used through one :class:`Connection`. ``zookeeper`` (``host:port/chroot``)
+    is where its :meth:`create_subscriber` registers subscribers unless told otherwise (None:
+    through the gateway)."""
 
-    def __init__(self, connection: Connection, name: Bytes) -> None:
+    def __init__(
+        self, connection: Connection, name: Bytes, *, zookeeper: str | None = None
+    ) -> None:
         self.connection = connection
         self.name = _bytes("name", name)
         if not self.name:
             raise InvalidArgument("name", "must not be empty")
+        self.zookeeper = zookeeper
 
     def __repr__(self) -> str:
         return f"<hqueue.Queue {self.name.decode(errors='replace')!r} on {self.connection!r}>"
@@ -749,22 +784,45 @@ class Queue:
         """Deletes every message and keeps the partitions."""
         self.connection.truncate_queue(self.name)
 
-    def create_subscriber(self, subscription: Any, listeners: Any, **options: Any) -> Any:
+    def create_subscriber(
+        self,
+        subscription: Subscription,
+        listeners: Iterable[Listener],
+        *,
+        zookeeper: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        advertise_host: str | None = None,
+        session_timeout: float = 10.0,
+        lease_seconds: int = 10,
+        grace: float = 10.0,
+        tls: TLSOption = None,
+        server_tls: ssl.SSLContext | None = None,
+    ) -> Subscriber:
         """A push subscriber of this queue (seed 4.4's ``queue.createSubscriber``), not
-        started yet: a :class:`subscriber_runtime.Subscriber` for ``subscription`` (a
-        :class:`subscriber_runtime.Subscription`) calling ``listeners`` in order for every
-        batch. It registers through this connection's gateway, or in ZooKeeper with
-        ``zookeeper="host:port/chroot"``; other ``options`` as ``Subscriber`` takes them. It
-        runs on gevent: monkey-patch first (see :mod:`subscriber_runtime`)."""
+        started yet: a :class:`subscriber_runtime.Subscriber` for ``subscription`` calling
+        ``listeners`` in order for every batch (a ``list[hqueue.Message]``). It registers
+        through this connection's gateways, or in ZooKeeper with
+        ``zookeeper="host:port/chroot"`` (default: the queue's); it reaches the gateway with
+        this connection's TLS unless ``tls`` is given. The other options are those of
+        :class:`~subscriber_runtime.Subscriber`. It runs on gevent: monkey-patch first (see
+        :mod:`subscriber_runtime`)."""
         from subscriber_runtime import Subscriber  # the runtime (gevent) only when wanted
 
-        options.setdefault("tls", self.connection.tls)  # reach the gateway as this does
         return Subscriber(
-            f"{self.connection.host}:{self.connection.port}",
+            self.connection.addresses,
             self.name.decode(),
             subscription,
             list(listeners),
-            **options,
+            host=host,
+            port=port,
+            advertise_host=advertise_host,
+            zookeeper=self.zookeeper if zookeeper is None else zookeeper,
+            session_timeout=session_timeout,
+            lease_seconds=lease_seconds,
+            grace=grace,
+            tls=self.connection.tls if tls is None else tls,
+            server_tls=server_tls,
         )
 
     # -- consumers (issue 13) -----------------------------------------------------------------
@@ -784,7 +842,7 @@ class Queue:
             self.name, "pullMessages", self.name, _bytes("subscriber", subscriber),
             _bytes("member", member), max_messages, max_wait_ms,
         )  # fmt: skip
-        return [_keyed_message(m) for m in got]
+        return keyed_from_thrift(got)
 
     def ack(
         self, subscriber: Bytes, member: Bytes, messages: Iterable[Message | KeyedMessage]
@@ -810,4 +868,4 @@ class Queue:
         """Messages put with ``key``, newest first, from every partition."""
         _int("limit", limit, 1, 100_000)
         got = self.connection.call("findMessagesByKey", self.name, _bytes("key", key), limit)
-        return [_keyed_message(m) for m in got]
+        return keyed_from_thrift(got)

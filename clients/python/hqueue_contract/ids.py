@@ -2,11 +2,15 @@
 
 A named tuple: immutable, without a ``__dict__``, cheap to make (the C codec
 ``hqueue._fastclient`` allocates them directly, a few hundred nanoseconds per message), and it
-compares and hashes like its fields. The limits of its fields are :mod:`hqueue_contract.limits`.
+compares and hashes like its fields. It is the one MessageID type of the Python side:
+``hqueue.MessageID``, the gateway's ``rowkey.MessageId``, the checkpoints of
+:mod:`hqueue_contract.registry` and the ids of pushed messages; ``TMessageID`` is only its
+form on the wire. The limits of its fields are :mod:`hqueue_contract.limits`.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import NamedTuple
 
 
@@ -16,3 +20,14 @@ class MessageID(NamedTuple):
 
     timestamp: int  # milliseconds since the Unix epoch
     sequence: int
+
+    @property
+    def sequenceID(self) -> int:
+        """Deprecated: the ``TMessageID`` spelling of :attr:`sequence`, kept for listeners
+        written when pushes handed out thriftpy2 TMessages."""
+        warnings.warn(
+            "'sequenceID' is the TMessageID spelling; MessageID calls it 'sequence'",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.sequence

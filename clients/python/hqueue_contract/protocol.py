@@ -12,6 +12,7 @@ import os
 import select
 import socket
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -64,3 +65,46 @@ def parse_address(address: str, *, argument: str = "address") -> tuple[str, int]
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"'{argument}' must be host:port, got {address!r}")
     return host.strip("[]"), int(port)
+
+
+Address = str | tuple[str, int]
+
+
+def parse_addresses(
+    addresses: Address | Sequence[Address], *, argument: str = "address"
+) -> list[tuple[str, int]]:
+    """Gateway addresses as the Python clients take them: ``"host:port"``, a comma-separated
+    ``"h1:p1,h2:p2"``, a ``(host, port)`` pair, or a list of those -> [(host, port), ...] in
+    the order given. Raises ValueError naming ``argument`` (its index in a list)."""
+    if isinstance(addresses, tuple) and len(addresses) == 2 and isinstance(addresses[1], int):
+        items: list[Any] = [addresses]
+    elif isinstance(addresses, str):
+        items = [a for a in (s.strip() for s in addresses.split(",")) if a]
+    elif isinstance(addresses, Sequence):
+        items = list(addresses)
+    else:
+        raise ValueError(
+            f"'{argument}' must be host:port, (host, port) or a list of them, got {addresses!r}"
+        )
+    if not items:
+        raise ValueError(f"'{argument}' must name at least one host:port")
+    out = []
+    for i, item in enumerate(items):
+        name = argument if len(items) == 1 else f"{argument}[{i}]"
+        if isinstance(item, str):
+            out.append(parse_address(item.strip(), argument=name))
+            continue
+        try:
+            host, port = item
+        except (TypeError, ValueError):
+            host, port = None, None
+        if (
+            not isinstance(host, str)
+            or not host
+            or isinstance(port, bool)
+            or not isinstance(port, int)
+            or not 0 < port < 65536
+        ):
+            raise ValueError(f"'{name}' must be host:port or (host, port), got {item!r}")
+        out.append((host.strip("[]"), port))
+    return out

@@ -20,9 +20,12 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from .ids import MessageID
 from .limits import MAX_SEQUENCE
 
-Id = tuple[int, int]  # (timestamp ms, sequence id)
+# A checkpoint or a start: what the record decodes and before() returns is a MessageID;
+# arguments may be any (timestamp ms, sequence) pair (a MessageID is one).
+Id = tuple[int, int]
 
 ROOT = "/hqueue"
 MAX_NAME_BYTES = 200
@@ -86,9 +89,9 @@ def before(start: Id) -> Id | None:
     """The checkpoint that makes delivery start at ``start`` (inclusive)."""
     ts, seq = start
     if seq > 0:
-        return (ts, seq - 1)
+        return MessageID(ts, seq - 1)
     if ts > 0:
-        return (ts - 1, MAX_SEQUENCE)
+        return MessageID(ts - 1, MAX_SEQUENCE)
     return None
 
 
@@ -138,7 +141,7 @@ class SubscriberRecord:
         d = json.loads(raw) if raw else {}
         checkpoints: dict[int, Id | None] = {}
         for p, c in (d.get("checkpoints") or {}).items():
-            checkpoints[int(p)] = (int(c[0]), int(c[1])) if c is not None else None
+            checkpoints[int(p)] = MessageID(int(c[0]), int(c[1])) if c is not None else None
         topics = d.get("topics")
         retry = d.get("retry")
         replay = d.get("replay")
@@ -153,8 +156,8 @@ class SubscriberRecord:
             None
             if not replay
             else (
-                None if replay[0] is None else (int(replay[0][0]), int(replay[0][1])),
-                (int(replay[1][0]), int(replay[1][1])),
+                None if replay[0] is None else MessageID(int(replay[0][0]), int(replay[0][1])),
+                MessageID(int(replay[1][0]), int(replay[1][1])),
             ),
         )
 

@@ -1,7 +1,11 @@
 """``hqueue import``'s hot path: JSON Lines parsed a block at a time and put requests encoded
 from columns, in the importing process or in ``--workers`` processes.
 
-A block is a run of whole lines (about ``batch_size`` lines per partition it will fill). It is
+A block is a run of whole lines (about ``batch_size`` lines per partition it will fill). The
+common line shape (``{"topic": ..., "value": ...}``, an optional ``partition``, text without
+anything unusual: the exact grammar is in :mod:`._purejsonl`) goes straight from the block's
+bytes to whole put calls in C (:mod:`._fastjsonl`: no Python object per line, no GIL held;
+``HQUEUE_PUREPYTHON=1`` selects its pure-Python twin). A block it does not take is
 decoded in one call by ``msgspec`` (``Decoder.decode_lines`` into a typed struct: no dict per
 line), its columns (topics, values, partitions) are checked with list-wide operations, the
 records are grouped by partition (a stable sort of the line indices, so each partition keeps
@@ -19,18 +23,22 @@ A block's result is picklable (bytes, ranges and lists): ``--workers N`` runs
 from __future__ import annotations
 
 import bisect
+import importlib
 import operator
+import os
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import IO, Annotated, Any
 
 import msgspec
+from hqueue_contract.limits import MAX_PARTITION_ID
 
 from hqueue import codec
 
 from .commands import ToolkitError
-from .records import I16_MAX, PutEncoder, Record, parse_json_line, tmessages
+from .records import PutEncoder, Record, parse_json_line, tmessages
 
 MIN_BLOCK_BYTES = 64 * 1024
 MAX_BLOCK_BYTES = 32 * 1024 * 1024
@@ -45,11 +53,21 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
     topic: str
     value: str
-    partition: Annotated[int, msgspec.Meta(ge=0, le=I16_MAX)] | None = None
+    partition: Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION_ID)] | None = None
     timestamp: Any = None  # written by export, ignored
     sequence: Any = None
 
 
+def _load() -> tuple[ModuleType, bool]:
+    if os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0"):
+        return importlib.import_module("hqueue.toolkit._purejsonl"), False
+    try:
+        return importlib.import_module("hqueue.toolkit._fastjsonl"), True
+    except ImportError:  # not built (no compiler at install time): the twin does it
+        return importlib.import_module("hqueue.toolkit._purejsonl"), False
+
+
+lines_impl, NATIVE = _load()
 _DECODER = msgspec.json.Decoder(_Line)
 _TOPIC = operator.attrgetter("topic")
 _VALUE = operator.attrgetter("value")
@@ -104,16 +122,19 @@ def read_blocks(stream: IO[bytes], lines_per_block: int) -> Iterator[tuple[int, 
             eof = True
             block = carry
         else:
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1
+            cut = chunk.rfind(b"\n") + 1
             if cut == 0:  # one line longer than the block so far: read on
-                carry = data
+                carry += chunk
                 target = min(target * 2, MAX_BLOCK_BYTES)
                 continue
-            block, carry = data[:cut], data[cut:]
+            # one copy of the block's bytes (carry + chunk, then a slice of it, were two)
+            block = (
+                b"".join((carry, memoryview(chunk)[:cut])) if cut < len(chunk) or carry else chunk
+            )
+            carry = chunk[cut:]
         if not block:
             break
-        lines = block.count(b"\n") + (not block.endswith(b"\n"))
+        lines = lines_impl.count_lines(block) + (not block.endswith(b"\n"))
         yield first, block, lines
         first += lines
         avg = max(len(block) // max(lines, 1), 1)
@@ -134,6 +155,12 @@ def encode_block(
         return BlockResult([], 0)  # all acknowledged already: not even parsed
     if _any_acked(cfg, first, nlines):
         return _slow(cfg, first, block)
+    if cfg.binary:
+        calls = lines_impl.encode_block(
+            block, first, cfg.queue, cfg.batch_size, cfg.partitions if cfg.by_topic else 0
+        )
+        if calls is not None:
+            return BlockResult([Out(p, payload, nums) for p, payload, nums in calls], nlines)
     try:
         lines = _decode(block)
     except (msgspec.DecodeError, msgspec.ValidationError):

@@ -30,11 +30,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from hqueue_contract.limits import MAX_PARTITION_ID
+
 from hqueue.protocol import hqueue_thrift
 
 from .commands import ToolkitError
 
-I16_MAX = 2**15 - 1
 IGNORED_FIELDS = frozenset(["timestamp", "sequence"])
 _STRING_TYPES = (11, 18)  # thriftpy2's STRING and BINARY: both a length-prefixed string
 
@@ -88,8 +89,10 @@ def _partition(raw: Any, line: int) -> int | None:
         return None
     if isinstance(raw, str) and raw.strip().isdigit():
         raw = int(raw)
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= I16_MAX:
-        raise ToolkitError(f"line {line}: 'partition' must be an integer 0..{I16_MAX}, got {raw!r}")
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= MAX_PARTITION_ID:
+        raise ToolkitError(
+            f"line {line}: 'partition' must be an integer 0..{MAX_PARTITION_ID}, got {raw!r}"
+        )
     return raw
 
 

@@ -6,28 +6,20 @@ Two stacks, chosen with ``--stack``:
   server speaking the same IDL, as anyone would write one on gevent: a ``StreamServer`` whose
   connections loop ``TProcessor.process`` over thriftpy2's Cython buffered transport and binary
   protocol. Every request is decoded into Python objects and every reply encoded from them.
-* ``gateway``: the gateway's own stack with nothing behind it (below), which also has the
-  gateway's C fast paths: what the gateway would reach if storing cost nothing.
+* ``gateway``: the gateway's own stack with nothing behind it, which also has the gateway's C
+  fast paths: what the gateway would reach if storing cost nothing. It is built from gateway
+  internals, so it lives with the tests (``tests.perf.null_gateway``, which answers with this
+  module's :class:`NullHandler`); ``--stack gateway`` runs that module in this process's place.
 
-The ``gateway`` stack is the gateway itself, assembled by ``gateway.app.Gateway`` exactly as
-``hqueue-gateway`` assembles it (gevent monkey patching, ``gateway.server.ThriftServer`` with
-the same transport, protocol and request checks, ``gateway.boundary.GatewayProcessor``), with
-two things replaced: the store is a stub that does nothing, and the processor's handler is
-:class:`NullHandler`. Puts return at once (``put_raw`` too, the boundary's fast put path);
-``messageScannerGetList`` returns 1000 prebuilt messages (ids, partition id, topic and a
-fixed-size value all set, as the gateway returns them), as ``gateway.scanners.MessageRows``
-(the boundary then encodes the reply in C). A scanner returns ``--lists-per-scan`` full lists
-and then the empty list that marks its end, so a client's scan loop follows the same call
-sequence as against the gateway.
-
-Because only the handler differs, whatever the gateway's stack costs (reading and checking
-requests, decoding, encoding replies, the event loop) is in the ceiling too, now and after
-the stack changes.
+A scanner returns ``--lists-per-scan`` full lists of ``--list-size`` prebuilt messages (ids,
+partition id, topic and a fixed-size value all set, as the gateway returns them) and then the
+empty list that marks its end, so a client's scan loop follows the same call sequence as
+against the gateway. Puts return at once.
 
 Usage::
 
-    python -m loadtests.null_server [--stack thriftpy2|gateway] [--host 127.0.0.1] [--port 0]
-        [--list-size 1000] [--value-bytes 100] [--lists-per-scan 25]
+    python -m loadtests.benchmarks.null_server [--stack thriftpy2|gateway] [--host 127.0.0.1]
+        [--port 0] [--list-size 1000] [--value-bytes 100] [--lists-per-scan 25]
 
 It prints ``LISTENING <host>:<port>`` on stdout once bound and serves until SIGTERM/SIGINT.
 """
@@ -53,7 +45,7 @@ class NullHandler:
         list_size: int,
         value_bytes: int,
         lists_per_scan: int,
-        rows: bool = True,
+        rows_type: Any = None,
     ):
         self._thrift = thrift
         self.lists_per_scan = lists_per_scan
@@ -63,13 +55,9 @@ class NullHandler:
         self._list = [
             thrift.TMessage(thrift.TMessageID(ts, seq), 0, TOPIC, value) for ts, seq in ids
         ]
-        # The gateway's handler answers scans with rows (gateway.scanners.MessageRows) that the
-        # boundary encodes in C; answer the same way when the gateway has that fast path.
-        try:
-            from gateway.scanners import MessageRows
-        except ImportError:
-            MessageRows = None
-        self._rows_type = MessageRows if rows else None
+        # The gateway's handler answers scans with rows (gateway.scanners.MessageRows, which
+        # tests.perf.null_gateway passes) that its boundary encodes in C; None: TMessage lists.
+        self._rows_type = rows_type
         self._rows = [(ts, seq, TOPIC, value) for ts, seq in ids]
         self._scanners: dict[int, int] = {}
         self._ids = itertools.count(1)
@@ -149,8 +137,8 @@ class NullHandler:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m loadtests.null_server",
-        description="A do-nothing HQueueService on the gateway's own server stack.",
+        prog="python -m loadtests.benchmarks.null_server",
+        description="A do-nothing HQueueService (the benchmark's ceiling).",
     )
     p.add_argument(
         "--stack",
@@ -171,16 +159,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-class _NoStore:
-    """The store the null gateway is given: it is started and stopped, nothing else."""
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
 def serve_plain(handler: Any, thrift: Any, host: str, port: int) -> None:
     """The plain thriftpy2 server (``--stack thriftpy2``); serves until SIGTERM/SIGINT."""
     import signal
@@ -189,7 +167,7 @@ def serve_plain(handler: Any, thrift: Any, host: str, port: int) -> None:
     import gevent
     import gevent.event
     from gevent.server import StreamServer
-    from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory
+    from thriftpy2.protocol.cybin import TCyBinaryProtocolFactory  # type: ignore[attr-defined]
     from thriftpy2.thrift import TProcessor
     from thriftpy2.transport import TTransportException
     from thriftpy2.transport.buffered import TCyBufferedTransportFactory
@@ -225,46 +203,30 @@ def serve_plain(handler: Any, thrift: Any, host: str, port: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.stack == "gateway":
+        import os
+
+        os.execv(sys.executable, [
+            sys.executable, "-m", "tests.perf.null_gateway", "--host", args.host,
+            "--port", str(args.port), "--list-size", str(args.list_size),
+            "--value-bytes", str(args.value_bytes), "--lists-per-scan", str(args.lists_per_scan),
+        ])  # fmt: skip
 
     # Exactly as gateway/main.py: patch once, before anything opens sockets or threads.
     from gevent import monkey
 
     monkey.patch_all()
 
-    import logging
-
     from hqueue.protocol import hqueue_thrift
 
-    from gateway.app import Gateway, GatewayConfig
-
-    logging.basicConfig(
-        level=logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     thrift = hqueue_thrift()
-    plain = args.stack == "thriftpy2"
     handler = NullHandler(
         thrift,
         list_size=args.list_size,
         value_bytes=args.value_bytes,
         lists_per_scan=args.lists_per_scan,
-        rows=not plain,
     )
-    if plain:
-        serve_plain(handler, thrift, args.host, args.port)
-        return 0
-    gateway = Gateway(GatewayConfig(host=args.host, port=args.port), store=_NoStore())  # type: ignore[arg-type]
-    gateway.start()
-    server = gateway.server
-    processor = server.processor if server is not None else None
-    if processor is None or not hasattr(processor, "_handler"):
-        raise SystemExit("gateway.app.Gateway no longer exposes server.processor._handler")
-    processor._handler = handler  # thriftpy2's TProcessor calls getattr(_handler, method)
-    host, port = server.address
-    handler._address = f"{host}:{port}".encode()
-    print(f"LISTENING {host}:{port}", flush=True)
-    gateway.run_until_signal()
+    serve_plain(handler, thrift, args.host, args.port)
     return 0
 
 

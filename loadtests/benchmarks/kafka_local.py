@@ -2,7 +2,7 @@
 mode (broker and controller), replication factor 1, loopback only, fresh storage per start.
 
     lib = resolve_jars()                       # mvn dependency:copy-dependencies, cached
-    server = start_kafka(lib, workdir)         # a loadtests.bench_gateway.Server
+    server = start_kafka(lib, workdir)         # a loadtests.benchmarks.servers.Server
     ... bootstrap = f"127.0.0.1:{server.port}"
     server.stop()
 
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtests.bench_gateway import HOST, ROOT, Server, _die_with_parent, free_port
+from loadtests.benchmarks.servers import HOST, ROOT, Server, die_with_parent, free_port
 
 KAFKA_VERSION = "3.9.1"
 SCALA_VERSION = "2.13"
@@ -128,7 +128,7 @@ def start_kafka(lib: Path, workdir: Path, name: str = "kafka") -> Server:
         proc = subprocess.Popen(
             ["java", *JVM_OPTS, log4j, "-cp", f"{lib}/*", "kafka.Kafka", str(props)],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )  # fmt: skip
     server = Server(name, "kafka", proc, port, log, extra={"controller_port": controller})
     try:
@@ -181,7 +181,9 @@ def create_topic(server: Server, topic: str, partitions: int, config: dict[str, 
     raise RuntimeError(f"topic {topic} has no leaders after 60 s")
 
 
-if __name__ == "__main__":  # python -m loadtests.kafka_local: resolve, start, wait for Ctrl-C
+if (
+    __name__ == "__main__"
+):  # python -m loadtests.benchmarks.kafka_local: resolve, start, wait for Ctrl-C
     import tempfile
 
     d = Path(tempfile.mkdtemp(prefix="hqueue-kafka-"))

@@ -15,10 +15,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadtests import bench_gateway as bg
-from loadtests import kafka_local
+from loadtests.benchmarks import kafka_local
+from loadtests.benchmarks.clients import TOPIC, TTL_SECONDS, make_values
+from loadtests.benchmarks.servers import HOST, Server
+from loadtests.benchmarks.stats import percentile
+from loadtests.benchmarks.workloads import reap, sleep_until
 
-HOST = bg.HOST
+HOST = HOST
 BATCH = 1000
 VALUE_BYTES = 100
 PRODUCER_WINDOW = 4
@@ -66,7 +69,7 @@ class Job:
 
 
 def _values() -> list[bytes]:
-    return bg.make_values(11, BATCH, VALUE_BYTES)
+    return make_values(11, BATCH, VALUE_BYTES)
 
 
 class _Produce:
@@ -75,7 +78,7 @@ class _Produce:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.values = _values()
-        self.pairs = [(bg.TOPIC, v) for v in self.values]
+        self.pairs = [(TOPIC, v) for v in self.values]
         # producers spread over the partitions, each cycling through its own share
         self.cycle = itertools.cycle(
             [p for p in range(job.partitions) if p % job.extra["producers"] == job.index]
@@ -275,14 +278,14 @@ def _worker(job: Job, conn: Any) -> None:
 # -- the parent: processes, CPU, runs --------------------------------------------------------
 
 
-def _server_cpu(server: bg.Server) -> float:
+def _server_cpu(server: Server) -> float:
     import psutil
 
     t = psutil.Process(server.pid).cpu_times()
     return t.user + t.system + t.children_user + t.children_system
 
 
-def run_jobs(server: bg.Server, jobs: list[Job], warmup: float, duration: float) -> dict[str, Any]:
+def run_jobs(server: Server, jobs: list[Job], warmup: float, duration: float) -> dict[str, Any]:
     ctx = mp.get_context("spawn")  # librdkafka's threads must not be forked
     procs, conns = [], []
     try:
@@ -304,7 +307,7 @@ def run_jobs(server: bg.Server, jobs: list[Job], warmup: float, duration: float)
         end_at = start_at + duration
         for c in conns:
             c.send((start_at, end_at))
-        bg._sleep_until(start_at)
+        sleep_until(start_at)
         cpu0, t0 = _server_cpu(server), time.monotonic()
         reports = []
         for c in conns:
@@ -320,7 +323,7 @@ def run_jobs(server: bg.Server, jobs: list[Job], warmup: float, duration: float)
         for p in procs:
             p.join(30)
     finally:
-        bg.reap(procs, conns, grace=0)
+        reap(procs, conns, grace=0)
     messages = sum(r["messages"] for r in reports)
     seconds = max(r["seconds"] for r in reports)
     if read and messages < sum(j.total for j in jobs):
@@ -348,7 +351,7 @@ def hq_create(port: int, name: str, partitions: int) -> None:
     with hqueue.Connection(HOST, port, timeout=120) as c:
         with contextlib.suppress(hqueue.InvalidArgument):
             c.delete_queue(name)
-        c.create_queue(name, partitions, bg.TTL_SECONDS)
+        c.create_queue(name, partitions, TTL_SECONDS)
 
 
 def hq_truncate(port: int, name: str) -> None:
@@ -364,10 +367,10 @@ def hq_fill(port: int, name: str, partitions: int, total: int) -> None:
     values = _values()
     with hqueue.Producer(HOST, port, window=4, timeout=120) as p:
         for i in range(total // BATCH):
-            p.put_lists(name, bg.TOPIC, values, i % partitions)
+            p.put_lists(name, TOPIC, values, i % partitions)
 
 
-def kafka_fill(server: bg.Server, topic: str, total: int) -> None:
+def kafka_fill(server: Server, topic: str, total: int) -> None:
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": f"{HOST}:{server.port}", **KAFKA_PRODUCER})
@@ -387,7 +390,7 @@ def kafka_fill(server: bg.Server, topic: str, total: int) -> None:
 
 # -- end-to-end latency at a fixed rate --------------------------------------------------------
 
-LATENCY_RATE = 10_000  # messages/s, in batches every 5 ms (as loadtests.bench_push does)
+LATENCY_RATE = 10_000  # messages/s, in batches every 5 ms (as loadtests.benchmarks.push does)
 
 
 def _latency_consumer(port: int, topic: str, conn: Any) -> None:
@@ -418,7 +421,7 @@ def _latency_consumer(port: int, topic: str, conn: Any) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
-def kafka_latency(kafka: bg.Server, rate: int, seconds: float) -> dict[str, Any]:
+def kafka_latency(kafka: Server, rate: int, seconds: float) -> dict[str, Any]:
     """Produce at ``rate`` (a batch every 5 ms) for ``seconds``; latency from each produce()
     call to a consumer in another process getting the message (both wall clocks)."""
     from confluent_kafka import Producer
@@ -461,7 +464,7 @@ def kafka_latency(kafka: bg.Server, rate: int, seconds: float) -> dict[str, Any]
         if status != "ok":
             raise RuntimeError(f"the latency consumer failed:\n{seen}")
     finally:
-        bg.reap([proc], [parent], grace=10)
+        reap([proc], [parent], grace=10)
         kafka_delete(kafka, topic)
     lat = sorted((at - sent[k]) / 1e6 for k, at in seen if k in sent)
     if not lat:
@@ -469,8 +472,8 @@ def kafka_latency(kafka: bg.Server, rate: int, seconds: float) -> dict[str, Any]
     return {
         "messages": n,
         "delivered": len(lat),
-        "p50_ms": bg.percentile(lat, 0.5),
-        "p99_ms": bg.percentile(lat, 0.99),
+        "p50_ms": percentile(lat, 0.5),
+        "p99_ms": percentile(lat, 0.99),
     }
 
 
@@ -546,7 +549,7 @@ def hqueue_pull_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
         if status != "ok":
             raise RuntimeError(f"the pull consumer failed:\n{seen}")
     finally:
-        bg.reap([proc], [parent], grace=10)
+        reap([proc], [parent], grace=10)
     first: dict[int, int] = {}
     for k, at in seen:
         first.setdefault(k, at)  # a message delivered again counts when it first came
@@ -557,14 +560,14 @@ def hqueue_pull_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
     return {
         "messages": n,
         "delivered": len(from_call),
-        "p50_ms": bg.percentile(from_reply, 0.5),
-        "p99_ms": bg.percentile(from_reply, 0.99),
-        "from_call_p50_ms": bg.percentile(from_call, 0.5),
-        "from_call_p99_ms": bg.percentile(from_call, 0.99),
+        "p50_ms": percentile(from_reply, 0.5),
+        "p99_ms": percentile(from_reply, 0.99),
+        "from_call_p50_ms": percentile(from_call, 0.5),
+        "from_call_p99_ms": percentile(from_call, 0.99),
     }
 
 
-def kafka_delete(server: bg.Server, topic: str) -> None:
+def kafka_delete(server: Server, topic: str) -> None:
     admin = kafka_local.admin_client(server)
     with contextlib.suppress(Exception):
         admin.delete_topics([topic])[topic].result(60)

@@ -1,13 +1,13 @@
 """What counting costs a put and a scan read, measured in-process without a disk.
 
-    python -m loadtests.bench_metrics [--batch 1000] [--repeat 7]
+    python -m tests.perf.metrics_cost [--batch 1000] [--repeat 7]
 
 The gateway's service puts batches into a store that does nothing (so the figure is the
 service's own work plus, with metrics on, the counting) and reads them back through a scanner
 over a store that returns a fixed chunk; each way is timed with and without
 :class:`gateway.metrics.GatewayStats` attached. The best of ``--repeat`` runs is reported, the
 figure least disturbed by other processes on a busy machine. The end-to-end put rate with and
-without ``--metrics-port`` is ``loadtests.bench_gateway --gateway-flag=--metrics-port=0``.
+without ``--metrics-port`` is ``loadtests/bench --only metrics``.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def measure(batch: int, calls: int, repeat: int, stats: bool) -> tuple[float, fl
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m loadtests.bench_metrics", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m tests.perf.metrics_cost", description=__doc__)
     p.add_argument("--batch", type=int, default=1000, help="messages per call (1000)")
     p.add_argument("--calls", type=int, default=2000, help="calls per run (2000)")
     p.add_argument("--repeat", type=int, default=7, help="runs; the best counts (7)")
