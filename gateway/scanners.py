@@ -1,9 +1,10 @@
 """Scanners: a partition cursor, the merge of several partitions, and the registry of open ones.
 
-A scanner keeps only a position, never a store iterator, between calls: an idle scanner pins
-nothing in the store, and each read re-checks that its queue still exists, is enabled and was
-not truncated. Merged scanners (queue, combined) return messages in MessageID order across
-partitions (newest first when reversed), ties broken by partition id.
+A scanner reads each partition through a store reader, which remembers its position and may
+keep a store iterator or HBase scanner between calls; the store drops those when idle, so an
+idle scanner pins nothing for long. Each read re-checks that its queue still exists, is
+enabled and was not truncated. Merged scanners (queue, combined) return messages in MessageID
+order across partitions (newest first when reversed), ties broken by partition id.
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ from typing import Any, NamedTuple
 
 import gevent
 
-from . import peer, rowkey
+from . import peer
 from .errors import InvalidArgument, Overloaded
 from .fast import merge_rows
-from .ids import wall_clock_ms
 from .rowkey import MessageId
-from .store.base import PartitionStore, QueueMeta, Row
+from .store.base import PartitionReader, PartitionStore, QueueMeta, Row
+from .store.reading import after_for_start
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,16 @@ class ScanSpec:
 
 
 class PartitionCursor:
-    """Reads one partition's key range in chunks, oldest first (newest first if reversed)."""
+    """Reads one partition in chunks, oldest first (newest first if reversed), through a
+    store reader (:meth:`PartitionStore.reader`), buffering what the merge has not taken."""
 
     __slots__ = (
+        "_after",
         "_buffer",
         "_bytes",
         "_done",
-        "_lower",
-        "_upper",
+        "_last",
+        "_reader",
         "chunk",
         "meter",
         "partition",
@@ -97,24 +100,9 @@ class PartitionCursor:
         self.spec = spec
         self.chunk = spec.caching
         self.meter = meter
-        p = partition
-        if spec.reverse:
-            # start is the newest end (inclusive), stop the oldest (exclusive)
-            self._upper = (
-                rowkey.id_key(p, rowkey.next_id(spec.start))
-                if spec.start and spec.start < rowkey.MAX_ID
-                else rowkey.partition_end(p)
-            )
-            self._lower = (
-                rowkey.id_key(p, rowkey.next_id(spec.stop))
-                if spec.stop and spec.stop < rowkey.MAX_ID
-                else rowkey.partition_start(p)
-            )
-            if spec.stop and spec.stop >= rowkey.MAX_ID:
-                self._lower = self._upper
-        else:
-            self._lower = rowkey.id_key(p, spec.start) if spec.start else rowkey.partition_start(p)
-            self._upper = rowkey.id_key(p, spec.stop) if spec.stop else rowkey.partition_end(p)
+        self._after = after_for_start(spec.start, spec.reverse)  # where the buffer begins
+        self._last: Row | None = None  # the last row handed out
+        self._reader: PartitionReader | None = None  # made at the first fill
         self._buffer: deque[Row] = deque()
         self._bytes = 0  # at least the topic and value bytes buffered (see _set_bytes)
         self._done = False
@@ -126,21 +114,27 @@ class PartitionCursor:
         self._bytes = value
 
     def rewind(self) -> int:
-        """Forgets the rows read ahead (the next fill reads them again); returns the bytes
-        freed."""
+        """Forgets the rows read ahead (the next fill reads them again, with a new reader);
+        returns the bytes freed."""
         buf = self._buffer
         if not buf:
             return 0
-        head = rowkey.encode(self.partition, buf[0][0], buf[0][1])
-        if self.spec.reverse:
-            self._upper = head + b"\x00"  # exclusive; keys are fixed-length
-        else:
-            self._lower = head
+        self.close()
+        if self._last is not None:
+            self._after = MessageId(self._last[0], self._last[1])
+            self._last = None
         buf.clear()
         self._done = False
         freed = self._bytes
         self._set_bytes(0)
         return freed
+
+    def close(self) -> None:
+        """Frees the store reader (a later fill makes another where the buffer begins)."""
+        reader = self._reader
+        if reader is not None:
+            self._reader = None
+            reader.close()
 
     def peek_ready(self) -> bool:
         return bool(self._buffer)
@@ -153,32 +147,26 @@ class PartitionCursor:
         values, are buffered, or the range is exhausted. The byte bound keeps what a reply
         reads ahead within the reply cap: 160 bodies of 1 MiB asked for at once were all read
         (and the ones past the 16 MiB reply held in the scanner afterwards)."""
-        cutoff = rowkey.encode(self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
         limit = max(want, self.chunk)
         meter = self.meter
-        while len(self._buffer) < want and self._bytes < max_bytes and not self._done:
+        buf = self._buffer
+        while len(buf) < want and self._bytes < max_bytes and not self._done:
             if meter is not None:
                 meter.check()
-            lower = max(self._lower, cutoff)
-            result = store.scan(
-                meta,
-                self.partition,
-                lower,
-                self._upper,
-                reverse=self.spec.reverse,
-                topics=self.spec.topics,
-                limit=limit - len(self._buffer),
-                max_bytes=max_bytes - self._bytes,
-            )
-            self._buffer.extend(result.rows)
+            reader = self._reader
+            if reader is None:
+                spec = self.spec
+                reader = self._reader = store.reader(
+                    meta, self.partition, self._after, spec.stop,
+                    reverse=spec.reverse, topics=spec.topics,
+                )  # fmt: skip
+            result = reader.read(limit - len(buf), max_bytes - self._bytes)
+            buf.extend(result.rows)
             self._set_bytes(self._bytes + result.size)
-            if result.resume_after is None:
+            if result.done:
                 self._done = True
-            elif self.spec.reverse:
-                self._upper = result.resume_after
-            else:
-                self._lower = result.resume_after + b"\x00"  # keys are fixed-length
-            if not self._done and len(self._buffer) < want and self._bytes < max_bytes:
+                self.close()
+            elif len(buf) < want and self._bytes < max_bytes:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
     def take(self, n: int, max_bytes: int) -> list[Row]:
@@ -188,6 +176,8 @@ class PartitionCursor:
             rows = list(buf)
             buf.clear()
             self._set_bytes(0)
+            if rows:
+                self._last = rows[-1]
             return rows
         # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
         # stops reading ahead on it.
@@ -198,16 +188,20 @@ class PartitionCursor:
             size += len(row[2]) + len(row[3])
             rows.append(row)
         self._set_bytes(max(0, self._bytes - size) if buf else 0)
+        if rows:
+            self._last = rows[-1]
         return rows
 
     def pop(self) -> Row:
-        row = self._buffer.popleft()
+        row = self._last = self._buffer.popleft()
         self._set_bytes(max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0)
         return row
 
     def drop(self, snapshot: list[Row], k: int, body_bytes: int) -> None:
         """Forgets the first ``k`` rows (``snapshot`` is ``list()`` of the buffer as it is),
         whose topics and values hold ``body_bytes``: ``_bytes`` stays an upper bound."""
+        if k:
+            self._last = snapshot[min(k, len(snapshot)) - 1]
         if k >= len(snapshot):
             self._buffer.clear()
             self._set_bytes(0)
@@ -283,8 +277,10 @@ class Scanner:
         return sum(cursor.rewind() for cursor in self.cursors)
 
     def release(self) -> None:
-        """Closed: its rows no longer count."""
+        """Closed: its rows no longer count, its store readers are closed."""
         self.rewind()
+        for cursor in self.cursors:
+            cursor.close()
         self.cursors = []
 
     def _meta(self) -> QueueMeta:
@@ -322,12 +318,13 @@ class Scanner:
                     cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
                 except BaseException:  # refused (--max-scanner-bytes): the next read goes on
                     cursor.rewind()
+                    cursor.close()
                     self._pending = pending[i:]
                     raise
                 if not cursor.exhausted():
                     self.cursors.append(cursor)
             self._pending = None
-        self.cursors = [c for c in self.cursors if not c.exhausted()]
+        self.cursors = [c for c in self.cursors if not c.exhausted()]  # closed at their end
         if not self.cursors:
             return MessageRows([], [])
         for index, cursor in enumerate(self.cursors):

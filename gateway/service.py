@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import gevent
 
-from . import validation
+from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, consecutive_keys
-from .rowkey import encode as encode_key
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
+from .store.reading import after_for_start
 
 if TYPE_CHECKING:
     from .cluster.forward import Forwarder
@@ -494,10 +494,15 @@ class GatewayService:
             return []
         out = []
         for pid, (ts, seq) in self.extras.lookup(meta, key, n):
-            at = encode_key(pid, ts, seq)
-            rows = self.store.scan(
-                meta, pid, at, at + b"\x00", reverse=False, topics=None, limit=1
-            ).rows
+            at = MessageId(ts, seq)
+            reader = self.store.reader(
+                meta, pid, after_for_start(at, False), rowkey.next_id(at),
+                reverse=False, topics=None,
+            )  # fmt: skip
+            try:
+                rows = reader.read(1).rows
+            finally:
+                reader.close()
             if rows:
                 out.extend(self._with_extras(meta.name, MessageRows(pid, rows)))
         return out

@@ -73,13 +73,40 @@ class PutBatch(NamedTuple):
     values: list[bytes]
 
 
-class ScanResult(NamedTuple):
+class ReadResult(NamedTuple):
+    """What one :meth:`PartitionReader.read` got."""
+
     rows: list[Row]
-    # The last row key the store looked at (matching or not), or None when the range is
-    # exhausted. The next scan continues strictly after it (before it, when reversed).
-    resume_after: bytes | None
     # At least the bytes of topics and values in ``rows`` (responses are bounded by it).
     size: int
+    # Nothing more to read now. A forward reader without a stop may find newer rows later
+    # (read it again); any other reader is at its end for good.
+    done: bool
+
+
+class PartitionReader(abc.ABC):
+    """Reads one partition in MessageID order (newest first when reversed), remembering
+    where it is between calls; made by :meth:`PartitionStore.reader`.
+
+    A reader may hold store resources between reads (a RocksDB iterator, an HBase scanner and
+    its read-ahead); the store drops them when the reader is idle, or when its queue is
+    truncated or deleted, and a later read reopens them from the reader's own position.
+    Every read re-checks the queue's generation: a reader of a truncated or deleted queue
+    raises InvalidArgument. Expired rows (older than the queue's TTL by their MessageID) are
+    never returned, nor are rows whose put is not durable yet.
+    """
+
+    @abc.abstractmethod
+    def read(self, limit: int, max_bytes: int | None = None) -> ReadResult:
+        """Up to ``limit`` rows from where the last read stopped, fewer once their topics
+        and values reach ``max_bytes`` (a hint that bounds a reply's memory; at least one
+        row is returned when there is one). The store may also stop early after examining a
+        bounded number of rows (topic filters skip many): then ``done`` is False, possibly
+        with no rows, and the caller should let the event loop run before it reads on."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Frees what the reader holds; it must not be read again. Closing twice is fine."""
 
 
 class PartitionStore(abc.ABC):
@@ -130,23 +157,20 @@ class PartitionStore(abc.ABC):
         keys for a partition."""
 
     @abc.abstractmethod
-    def scan(
+    def reader(
         self,
         queue: QueueMeta,
         partition: int,
-        lower: bytes,
-        upper: bytes,
+        after: MessageId | None,
+        stop: MessageId | None,
         *,
         reverse: bool,
         topics: Collection[bytes] | None,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> ScanResult:
-        """Up to ``limit`` rows with ``lower <= key < upper`` of one partition, in key order
-        (descending when ``reverse``), keeping only ``topics`` when given. The store may stop
-        early (after examining a bounded number of rows, or once the rows' topics and values
-        reach ``max_bytes``: a hint that bounds a reply's memory) and says where via
-        ``resume_after``. Only durable rows are returned."""
+    ) -> PartitionReader:
+        """A reader of ``partition`` of this generation of ``queue``: the rows strictly after
+        ``after`` in scan order (None: from the oldest, or the newest when ``reverse``), up to
+        ``stop`` exclusive in scan order (None: no bound), keeping only ``topics`` when
+        given. Making one costs nothing in the store: its first read opens what it needs."""
 
     # -- small metadata records -----------------------------------------------------------
     # A namespaced key/value map for the gateway's own bookkeeping (the embedded subscription

@@ -42,10 +42,11 @@ from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
 from . import rawcall
-from .base import Extra, PartitionStore, PutBatch, QueueMeta, ScanResult
+from .base import Extra, PartitionReader, PartitionStore, PutBatch, QueueMeta, Row
 from .hbase_meta import FAMILY as META_FAMILY
 from .hbase_meta import MetaTable
 from .hbase_scans import ResidentScans
+from .reading import KeyRangeReader
 
 log = logging.getLogger(__name__)
 
@@ -202,6 +203,7 @@ class HBaseStore(PartitionStore):
             self._require(name)
             self._meta_rows().delete(name)  # invisible first; a crash leaves an orphan table
             self._queues.pop(name, None)
+            self._drop_scans(name)
             self._drop_table(self._table_name_of(name))
             self._drop_keys_table(name)
 
@@ -218,7 +220,13 @@ class HBaseStore(PartitionStore):
             self._drop_keys_table(name)
             self._meta_rows().save(new)
             self._queues[name] = new
+            self._drop_scans(name)
             return new
+
+    def _drop_scans(self, queue: str) -> None:
+        """The open scanners of a queue's table go with its rows (their readers raise)."""
+        if self._scans is not None:
+            self._scans.drop_table(schema.table_name(self.address.namespace, queue))
 
     def set_enabled(self, name: str, enabled: bool) -> QueueMeta:
         with self._admin_lock:
@@ -334,27 +342,41 @@ class HBaseStore(PartitionStore):
         ]
         self._call(lambda c: c.mutateRows(table, mutations, {}))
 
-    def scan(
+    def reader(
         self,
         queue: QueueMeta,
         partition: int,
-        lower: bytes,
-        upper: bytes,
+        after: MessageId | None,
+        stop: MessageId | None,
         *,
         reverse: bool,
         topics: Collection[bytes] | None,
+    ) -> PartitionReader:
+        return _Reader(self, queue, partition, after, stop, reverse=reverse, topics=topics)
+
+    def _scan(
+        self,
+        reader: _Reader,
+        lower: bytes,
+        upper: bytes,
         limit: int,
-        max_bytes: int | None = None,
-    ) -> ScanResult:
+        max_bytes: int | None,
+    ) -> tuple[list[Row], int, bytes | None]:
+        queue, partition, topics = reader.queue, reader.partition, reader.topics
+        current = self._queues.get(queue.name)
+        if current is None or current.generation != queue.generation:
+            raise InvalidArgument(
+                "queueName", f"queue '{queue.name}' was truncated or deleted meanwhile"
+            )
         if lower >= upper:
-            return ScanResult([], None, 0)
+            return [], 0, None
         columns = [schema.FAMILY] if topics is None else [schema.COLUMN_PREFIX + t for t in topics]
         if not columns:
-            return ScanResult([], None, 0)
-        if reverse:
+            return [], 0, None
+        if reader.reverse:
             start = schema.key_before(upper)
             if start is None:
-                return ScanResult([], None, 0)
+                return [], 0, None
             stop = schema.key_before(lower) or b""
         else:
             start, stop = lower, upper
@@ -362,14 +384,14 @@ class HBaseStore(PartitionStore):
             raise StoreError("the HBase store is not started")
         table = schema.table_name(self.address.namespace, queue.name)
         rows, exhausted = self._scans.scan(
-            table, partition, lower, upper, start, stop,
-            reverse=reverse, columns=columns, limit=limit, max_bytes=max_bytes,
+            reader, table, partition, lower, upper, start, stop,
+            reverse=reader.reverse, columns=columns, limit=limit, max_bytes=max_bytes,
         )  # fmt: skip
         size = sum(len(r[2]) + len(r[3]) for r in rows)
         resume = (
             None if exhausted or not rows else rowkey.encode(partition, rows[-1][0], rows[-1][1])
         )
-        return ScanResult(rows, resume, size)
+        return rows, size, resume
 
     # -- message keys and properties (a table per queue, see hbase_schema) ---------------
 
@@ -659,3 +681,22 @@ def _first_line(message: str | bytes | None) -> str:
     if isinstance(message, bytes):
         message = message.decode("utf-8", "replace")
     return (message or "").strip().split("\n", 1)[0][:500]
+
+
+class _Reader(KeyRangeReader):
+    """Reads through an HBase scanner that stays open between reads (see
+    :class:`ResidentScans`, which closes it when idle; the next read opens another from here)."""
+
+    def __init__(self, store: HBaseStore, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._store = store
+
+    def _scan(
+        self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None
+    ) -> tuple[list[Row], int, bytes | None]:
+        return self._store._scan(self, lower, upper, limit, max_bytes)
+
+    def _release(self) -> None:
+        scans = self._store._scans
+        if scans is not None:
+            scans.release(self)

@@ -1,10 +1,10 @@
 """HBase scanners kept open between the store's scan calls, and read one chunk ahead.
 
-A gateway scanner reads a partition in chunks: each ``PartitionStore.scan`` call continues
-where the last one stopped. Opening and closing an HBase scanner per chunk costs two extra
-round trips, and reading only when asked leaves HBase idle while the client handles the chunk
-before. So an HBase scanner that was not exhausted stays open, keyed by where the next call
-will start, and a greenlet fetches its next chunk meanwhile.
+A partition reader (``PartitionStore.reader``) reads in chunks, each read going on where the
+last one stopped. Opening and closing an HBase scanner per chunk costs two extra round trips,
+and reading only when asked leaves HBase idle while the client handles the chunk before. So
+an HBase scanner that was not exhausted stays open, filed under the reader that owns it, and
+a greenlet fetches its next chunk meanwhile.
 
 Thrift1 scanner ids belong to the Thrift server, not to a connection, so any pooled connection
 can continue one. An HBase scanner sees rows as of when it was opened; that is the same promise
@@ -41,26 +41,31 @@ PREFIX_LEN = len(b"message:")
 # scannerGetList(1: ScannerID id, 2: i32 nbRows), binary protocol, strict header, seqid 0
 _GET_LIST = struct.Struct(">4si14si3si3sib")
 
-Key = tuple[bytes, bytes, bool, tuple[bytes, ...]]  # table, next position, reverse, columns
-
-
 class _Open:
     __slots__ = (
         "ahead",
+        "at",
         "buffer",
+        "columns",
         "error",
         "exhausted",
         "lower",
         "row_bytes",
         "sid",
+        "table",
         "upper",
         "used",
     )
 
-    def __init__(self, sid: int, lower: bytes, upper: bytes) -> None:
+    def __init__(
+        self, sid: int, table: bytes, columns: list[bytes], lower: bytes, upper: bytes
+    ) -> None:
         self.sid = sid
+        self.table = table
+        self.columns = columns
         self.lower = lower
         self.upper = upper
+        self.at = b""  # where its next row goes on from (the upper bound when reversed)
         self.buffer: list[Row] = []  # rows read but not yet returned
         self.exhausted = False
         self.ahead: gevent.Greenlet | None = None
@@ -101,7 +106,7 @@ class ResidentScans:
         self.raw = raw
         self.max_open = max_open
         self.idle = idle  # seconds; under HBase's own 60 s scanner lease
-        self._open: dict[Key, _Open] = {}
+        self._open: dict[object, _Open] = {}  # by the reader that owns it
         self._reaper: gevent.Greenlet | None = gevent.spawn(self._reap_loop)
 
     def close_all(self) -> None:
@@ -112,8 +117,22 @@ class ResidentScans:
             self._close(entry)
         self._open.clear()
 
+    def release(self, owner: object) -> None:
+        """Closes the scanner of ``owner`` (in the background: a reader being closed or
+        rewound does not wait for HBase)."""
+        entry = self._open.pop(owner, None)
+        if entry is not None:
+            gevent.spawn(self._close, entry)
+
+    def drop_table(self, table: bytes) -> None:
+        """Closes the scanners of ``table`` (truncated or deleted: their rows are gone)."""
+        for owner, entry in list(self._open.items()):
+            if entry.table == table:
+                self.release(owner)
+
     def scan(
         self,
+        owner: object,
         table: bytes,
         partition: int,
         lower: bytes,
@@ -127,15 +146,17 @@ class ResidentScans:
         max_bytes: int | None = None,
     ) -> tuple[list[Row], bool]:
         """Up to ``limit`` rows of ``lower <= key < upper`` of one partition (HBase's own
-        ``start``/``stop`` for them given), fewer once their topics and values reach
-        ``max_bytes``, and whether the range is exhausted. Chunks are sized by the rows seen
-        so far, so that about ``max_bytes`` is read (and about as much read ahead)."""
+        ``start``/``stop`` for them given) for reader ``owner``, fewer once their topics and
+        values reach ``max_bytes``, and whether the range is exhausted. Chunks are sized by
+        the rows seen so far, so that about ``max_bytes`` is read (and about as much read
+        ahead)."""
         budget = MAX_BYTES if max_bytes is None else max(1, min(max_bytes, MAX_BYTES))
-        cols = tuple(columns)
-        entry = self._open.pop((table, upper if reverse else lower, reverse, cols), None)
+        entry = self._open.pop(owner, None)
         if entry is not None and not (
-            entry.lower <= lower if reverse else entry.upper == upper
-        ):  # the other bound moved the wrong way: this scanner may not serve it
+            entry.at == (upper if reverse else lower)
+            and entry.columns == columns
+            and (entry.lower <= lower if reverse else entry.upper == upper)
+        ):  # the reader's range moved (the TTL cutoff, say): this scanner may not serve it
             self._close(entry)
             entry = None
         if entry is not None:
@@ -151,7 +172,7 @@ class ResidentScans:
                 reversed=reverse,
             )  # fmt: skip
             sid = self._call(lambda c: c.scannerOpenWithScan(table, spec, {}))
-            entry = _Open(sid, lower, upper)
+            entry = _Open(sid, table, columns, lower, upper)
             try:
                 rows = self._read(entry, limit, budget)
             except BaseException:
@@ -170,7 +191,8 @@ class ResidentScans:
         entry.used = time.monotonic()
         entry.lower, entry.upper = lower, upper
         last = rowkey.encode(partition, rows[-1][0], rows[-1][1])
-        self._keep((table, last if reverse else last + b"\x00", reverse, cols), entry)
+        entry.at = last if reverse else last + b"\x00"
+        self._keep(owner, entry)
         if not entry.buffer:
             ahead = entry.rows_for(budget, min(limit, CHUNK))
             entry.ahead = gevent.spawn(self._fetch_ahead, entry, ahead)
@@ -245,7 +267,7 @@ class ResidentScans:
             return _to_rows(result.success), len(result.success)
         raise result.io or result.ia or OSError("scannerGetList returned nothing")
 
-    def _keep(self, key: Key, entry: _Open) -> None:
+    def _keep(self, key: object, entry: _Open) -> None:
         while len(self._open) >= self.max_open:  # the least recently kept goes first
             self._close(self._open.pop(next(iter(self._open))))
         self._open[key] = entry

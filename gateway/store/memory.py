@@ -5,10 +5,10 @@ does the same. Each partition is a sorted list of row keys with their (topic, bo
 nothing survives the process (``--store memory`` is for tests and demos).
 
 What it shares with the real stores: generations change on create and truncate, scans return
-rows in key order within ``[lower, upper)`` and may stop early (after ``max_examined`` rows,
-or once the rows hold ``max_bytes``) saying where via ``resume_after``, a put replaces a row
+rows in MessageID order through readers that remember where they are and may stop early
+(after ``max_examined`` rows, or once the rows hold ``max_bytes``), a put replaces a row
 with the same key. TTL: rows older than the queue's TTL (by their MessageID's timestamp) are
-never returned by a scan, and a put drops the expired rows at the front of its partition
+never returned by a reader, and a put drops the expired rows at the front of its partition
 (always keeping the newest, for ``last_id``).
 Every call completes without yielding to the event loop, so a put is durable (as durable as
 this store gets) and visible to every scan once it returns.
@@ -20,12 +20,14 @@ import itertools
 from bisect import bisect_left
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from .. import rowkey
 from ..errors import InvalidArgument
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
-from .base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from .base import Extra, PartitionReader, PartitionStore, PutBatch, QueueMeta, Row
+from .reading import KeyRangeReader
 
 # Rows one scan call looks at before it hands control back (as the embedded store does).
 MAX_EXAMINED_PER_SCAN = 4096
@@ -137,37 +139,17 @@ class MemoryStore(PartitionStore):
             if keys:
                 rows.drop_before(_ttl_cutoff(queue, partition))
 
-    def scan(
+    def reader(
         self,
         queue: QueueMeta,
         partition: int,
-        lower: bytes,
-        upper: bytes,
+        after: MessageId | None,
+        stop: MessageId | None,
         *,
         reverse: bool,
         topics: Collection[bytes] | None,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> ScanResult:
-        if limit < 1:
-            raise ValueError("'limit' must be >= 1")
-        rows = self._partition(queue, partition)
-        lower = max(lower, _ttl_cutoff(queue, partition))  # expired rows are never returned
-        first, end = bisect_left(rows.keys, lower), bisect_left(rows.keys, upper)
-        out: list[Row] = []
-        size = 0
-        order = range(end - 1, first - 1, -1) if reverse else range(first, end)
-        for examined, i in enumerate(order, 1):
-            topic, value = rows.cells[i]
-            if topics is None or topic in topics:
-                _, ts, seq = rowkey.decode(rows.keys[i])
-                out.append((ts, seq, topic, value))
-                size += len(topic) + len(value)
-                if len(out) >= limit or (max_bytes is not None and size >= max_bytes):
-                    return ScanResult(out, rows.keys[i], size)
-            if examined >= self.max_examined:
-                return ScanResult(out, rows.keys[i], size)
-        return ScanResult(out, None, size)
+    ) -> PartitionReader:
+        return _Reader(self, queue, partition, after, stop, reverse=reverse, topics=topics)
 
     def _partition(self, queue: QueueMeta, partition: int) -> _Partition:
         current = self._queues.get(queue.name)
@@ -238,6 +220,35 @@ class MemoryStore(PartitionStore):
     def _drop_extras(self, generation: int) -> None:
         self._extras.pop(generation, None)
         self._keys.pop(generation, None)
+
+
+class _Reader(KeyRangeReader):
+    """Bisects the partition's keys on every read: it holds nothing but its position."""
+
+    def __init__(self, store: MemoryStore, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self._store = store
+
+    def _scan(
+        self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None
+    ) -> tuple[list[Row], int, bytes | None]:
+        store, topics = self._store, self.topics
+        rows = store._partition(self.queue, self.partition)
+        first, end = bisect_left(rows.keys, lower), bisect_left(rows.keys, upper)
+        out: list[Row] = []
+        size = 0
+        order = range(end - 1, first - 1, -1) if self.reverse else range(first, end)
+        for examined, i in enumerate(order, 1):
+            topic, value = rows.cells[i]
+            if topics is None or topic in topics:
+                _, ts, seq = rowkey.decode(rows.keys[i])
+                out.append((ts, seq, topic, value))
+                size += len(topic) + len(value)
+                if len(out) >= limit or (max_bytes is not None and size >= max_bytes):
+                    return out, size, rows.keys[i]
+            if examined >= store.max_examined:
+                return out, size, rows.keys[i]
+        return out, size, None
 
 
 def _ttl_ms(queue: QueueMeta) -> int:

@@ -15,10 +15,9 @@ from collections import deque
 import gevent
 import gevent.event
 
-from .. import rowkey
 from ..errors import HQueueError
-from ..ids import wall_clock_ms
-from ..store.base import PartitionStore, Row
+from ..rowkey import MAX_ID, MessageId, next_id
+from ..store.base import PartitionReader, PartitionStore, Row
 
 log = logging.getLogger(__name__)
 
@@ -112,18 +111,29 @@ class MessageScanner:
         self.chunk = chunk
         self.idle_recheck = idle_recheck  # seconds; a safety net, puts wake the scanner at once
         self.wake = gevent.event.Event()
-        p = partition
-        if checkpoint is None:
-            self._lower = rowkey.partition_start(p)
-        else:
-            self._lower = rowkey.id_key(p, rowkey.next_id(rowkey.MessageId(*checkpoint)))
-        self._upper = rowkey.partition_end(p)
+        # the last row buffered: where a new reader starts (after a truncate, say)
+        self._after = None if checkpoint is None else MessageId(*checkpoint)
+        self._stop: MessageId | None = None
+        self._reader: PartitionReader | None = None
+        self._generation = -1  # of the queue the reader reads
 
     def stop_after(self, last: Id) -> None:
-        """Reads nothing after MessageID ``last`` (a bounded replay)."""
-        self._upper = rowkey.id_key(self.partition, rowkey.next_id(rowkey.MessageId(*last)))
+        """Reads nothing after MessageID ``last`` (a bounded replay); before ``run``."""
+        last = MessageId(*last)
+        self._stop = None if last >= MAX_ID else next_id(last)
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._close_reader()
+
+    def _run(self) -> None:
         while True:
             self.wake.clear()
             meta = self.store.get_queue(self.queue)
@@ -138,31 +148,26 @@ class MessageScanner:
             if space == 0:
                 self.buffer.wait_for_space()
                 continue
-            cutoff = rowkey.encode(
-                self.partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0
-            )
+            reader = self._reader
+            if reader is None or self._generation != meta.generation:
+                self._close_reader()
+                reader = self._reader = self.store.reader(
+                    meta, self.partition, self._after, self._stop,
+                    reverse=False, topics=self.topics,
+                )  # fmt: skip
+                self._generation = meta.generation
             try:
-                result = self.store.scan(
-                    meta,
-                    self.partition,
-                    max(self._lower, cutoff),
-                    self._upper,
-                    reverse=False,
-                    topics=self.topics,
-                    limit=min(self.chunk, space),
-                )
+                result = reader.read(min(self.chunk, space))
             except HQueueError as exc:  # truncated meanwhile, or the store failing
                 log.warning("scanning %s/%d failed: %s; retrying", self.queue, self.partition, exc)
+                self._close_reader()
                 self.wake.wait(1.0)
                 continue
             if result.rows:
                 self.buffer.add(result.rows, result.size)
-                ts, seq = result.rows[-1][0], result.rows[-1][1]
-                self._lower = rowkey.id_key(
-                    self.partition, rowkey.next_id(rowkey.MessageId(ts, seq))
-                )
-            if result.resume_after is not None:
-                self._lower = max(self._lower, result.resume_after + b"\x00")
+                last = result.rows[-1]
+                self._after = MessageId(last[0], last[1])
+            if not result.done:
                 gevent.sleep(0)  # more to read: let the event loop breathe between chunks
                 continue
             # caught up: sleep until a put to this partition (or the safety recheck)

@@ -379,28 +379,21 @@ class SubscriptionService:
     ) -> tuple[int, bool, int | None]:
         """(messages after the checkpoint, whether counting stopped at the cap, timestamp ms of
         the oldest of them)."""
-        lower = (
-            rowkey.partition_start(partition)
-            if checkpoint is None
-            else rowkey.id_key(partition, rowkey.next_id(rowkey.MessageId(*checkpoint)))
-        )
-        cutoff = rowkey.encode(partition, max(0, wall_clock_ms() - meta.ttl_seconds * 1000), 0)
-        lower = max(lower, cutoff)
-        upper = rowkey.partition_end(partition)
+        after = None if checkpoint is None else rowkey.MessageId(*checkpoint)
+        reader = self.store.reader(meta, partition, after, None, reverse=False, topics=topics)
         count = 0
         oldest = None
-        while count < LAG_COUNT_CAP:
-            result = self.store.scan(
-                meta, partition, lower, upper, reverse=False, topics=topics,
-                limit=min(4096, LAG_COUNT_CAP - count),
-            )  # fmt: skip
-            if result.rows and oldest is None:
-                oldest = result.rows[0][0]
-            count += len(result.rows)
-            if result.resume_after is None:
-                return count, False, oldest
-            lower = result.resume_after + b"\x00"
-            gevent.sleep(0)
+        try:
+            while count < LAG_COUNT_CAP:
+                result = reader.read(min(4096, LAG_COUNT_CAP - count))
+                if result.rows and oldest is None:
+                    oldest = result.rows[0][0]
+                count += len(result.rows)
+                if result.done:
+                    return count, False, oldest
+                gevent.sleep(0)
+        finally:
+            reader.close()
         return count, True, oldest
 
     # -- helpers --------------------------------------------------------------------------

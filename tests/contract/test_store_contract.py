@@ -2,16 +2,16 @@
 
 ``gateway/store/memory.py`` is the reference; the embedded store and HBase must behave the same
 through the interface of ``gateway/store/base.py``. ``memory-3`` is the memory store stopping
-every scan after three examined rows, so each test also covers callers that continue from
-``resume_after``. The ``hbase`` parameter needs a real HBase (``hbase_url``: started once per
-session by ``scripts/hbase-local`` unless ``$HQUEUE_TEST_HBASE`` names one); leave it out with
-``-m "not hbase"``.
+every read after three examined rows, so each test also covers readers that go on from where
+they stopped without having returned anything. The ``hbase`` parameter needs a real HBase
+(``hbase_url``: started once per session by ``scripts/hbase-local`` unless
+``$HQUEUE_TEST_HBASE`` names one); leave it out with ``-m "not hbase"``.
 
-What is *not* part of the contract (and so not tested here): what a scan does with stale
-metadata (a truncated or deleted generation), replacing a row by putting its key again, and
-how expired rows are reclaimed (HBase by cell timestamp, embedded by its sweeper, memory on
-put). TTL is enforced for every store by the readers clamping the range (see
-``test_expired_rows_are_hidden_from_scanners``).
+What is *not* part of the contract (and so not tested here): replacing a row by putting its
+key again, and how expired rows are reclaimed (HBase by cell timestamp, embedded by its
+sweeper, memory on put). TTL is enforced for every store by its readers (see
+``test_expired_rows_are_hidden_from_scanners``); a reader of a truncated or deleted
+generation raises (``test_truncate_or_delete_while_reading``).
 """
 
 from __future__ import annotations
@@ -87,38 +87,27 @@ def read(
     meta: QueueMeta,
     partition: int,
     *,
-    lower: bytes | None = None,
-    upper: bytes | None = None,
+    after: MessageId | None = None,
+    stop: MessageId | None = None,
     reverse: bool = False,
     topics: frozenset[bytes] | None = None,
     limit: int = 10_000,
     max_bytes: int | None = None,
 ) -> list[Row]:
-    """Reads a range to its end the way every caller does: continue after ``resume_after``
-    (before it, when reversed), which must move on at every step."""
-    lower = rowkey.partition_start(partition) if lower is None else lower
-    upper = rowkey.partition_end(partition) if upper is None else upper
+    """Reads with one reader to its end, checking each read's bounds on the way."""
+    reader = store.reader(meta, partition, after, stop, reverse=reverse, topics=topics)
     out: list[Row] = []
-    for _ in range(10_000):
-        r = store.scan(
-            meta, partition, lower, upper,
-            reverse=reverse, topics=topics, limit=limit, max_bytes=max_bytes,
-        )  # fmt: skip
-        assert len(r.rows) <= limit
-        assert r.size >= sum(len(row[2]) + len(row[3]) for row in r.rows)
-        out += r.rows
-        if r.resume_after is None:
-            return out
-        if r.rows:  # the position covers what was returned
-            last = rowkey.id_key(partition, MessageId(r.rows[-1][0], r.rows[-1][1]))
-            assert r.resume_after <= last if reverse else r.resume_after >= last
-        if reverse:
-            assert r.resume_after < upper
-            upper = r.resume_after
-        else:
-            assert r.resume_after >= lower
-            lower = r.resume_after + b"\x00"  # keys are fixed-length: the next key after it
-    raise AssertionError("the scan never reached its end")
+    try:
+        for _ in range(10_000):
+            r = reader.read(limit, max_bytes)
+            assert len(r.rows) <= limit
+            assert r.size >= sum(len(row[2]) + len(row[3]) for row in r.rows)
+            out += r.rows
+            if r.done:
+                return out
+        raise AssertionError("the reader never reached its end")
+    finally:
+        reader.close()
 
 
 # -- queues ---------------------------------------------------------------------------------
@@ -255,8 +244,7 @@ def test_limits_continue_without_skipping_or_repeating(
 
 @pytest.mark.parametrize("max_bytes", [1, 150, 1000])
 def test_a_byte_hint_never_skips_or_repeats(backend: PartitionStore, max_bytes: int) -> None:
-    """A store stops early on ``max_bytes``, and reading on from ``resume_after`` gets every
-    row once."""
+    """A store stops early on ``max_bytes``, and reading on gets every row once."""
     meta = new_queue(backend, 1)
     rows = put(backend, meta, 0, T0, 12, topics=(b"a", b"bb"))
     for reverse in (False, True):
@@ -272,61 +260,126 @@ def test_a_scan_stops_once_its_rows_reach_max_bytes(backend: PartitionStore) -> 
     keys = rowkey.consecutive_keys(0, T0, 0, 60)
     values = [b"%04d" % i + bytes(10_000) for i in range(60)]
     backend.put(meta, [PutBatch(0, keys, [b"t"] * 60, values)])
-    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
     row = 1 + 10_004
     for reverse in (False, True):
         got: list[bytes] = []
-        at_lower, at_upper = lower, upper
+        reader = backend.reader(meta, 0, None, None, reverse=reverse, topics=None)
         for _ in range(60):
-            r = backend.scan(
-                meta, 0, at_lower, at_upper,
-                reverse=reverse, topics=None, limit=1000, max_bytes=3 * row,
-            )  # fmt: skip
+            r = reader.read(1000, 3 * row)
             assert len(r.rows) <= 3  # 3 rows reach max_bytes
-            assert r.rows or r.resume_after is None  # at least one row, but at the end
+            assert r.rows or r.done  # at least one row, but at the end
             got += [v for *_, v in r.rows]
             scans = getattr(backend, "_scans", None)  # HBase: what it read ahead
             if scans is not None:  # (its first chunk, before it knows a row's size: 16 rows)
                 held = sum(len(v) for e in scans._open.values() for *_, v in e.buffer)
                 assert held <= 16 * row
-            if r.resume_after is None:
+            if r.done:
                 break
-            if reverse:
-                at_upper = r.resume_after
-            else:
-                at_lower = r.resume_after + b"\x00"
+        reader.close()
         assert got == (values[::-1] if reverse else values)
 
 
-def test_a_full_chunk_says_where_to_go_on(backend: PartitionStore) -> None:
+def test_a_reader_goes_on_where_it_stopped(backend: PartitionStore) -> None:
     meta = new_queue(backend, 1)
     rows = put(backend, meta, 0, T0, 10)
-    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
-    r = backend.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=4)
-    assert r.rows == rows[: len(r.rows)] and r.resume_after is not None
-    r = backend.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=100)
-    assert r.rows == rows[: len(r.rows)]
-    if r.resume_after is None:  # the whole range in one call: nothing can be left out
-        assert r.rows == rows
+    reader = backend.reader(meta, 0, None, None, reverse=False, topics=None)
+    r = reader.read(4)
+    assert r.rows == rows[: len(r.rows)] and not r.done
+    got = list(r.rows)
+    while not r.done:
+        r = reader.read(100)
+        got += r.rows
+    assert got == rows
+    # a forward reader without a stop finds what was put after its end
+    more = put(backend, meta, 0, T0 + 1, 3)
+    assert read_on(reader) == more
+    reader.close()
+    reader.close()  # closing twice is fine
 
 
-def test_lower_is_inclusive_and_upper_exclusive(backend: PartitionStore) -> None:
+def read_on(reader: Any) -> list[Row]:
+    out: list[Row] = []
+    while True:
+        r = reader.read(100)
+        out += r.rows
+        if r.done:
+            return out
+
+
+def test_after_is_exclusive_and_stop_exclusive(backend: PartitionStore) -> None:
     meta = new_queue(backend, 2)
     rows = put(backend, meta, 1, T0, 10)
     put(backend, meta, 0, T0, 10)
 
-    def key(i: int) -> bytes:
-        return rowkey.id_key(1, MessageId(rows[i][0], rows[i][1]))
+    def at(i: int) -> MessageId:
+        return MessageId(rows[i][0], rows[i][1])
 
+    assert read(backend, meta, 1, after=at(3), stop=at(7)) == rows[4:7]
+    assert read(backend, meta, 1, after=at(7), stop=at(3), reverse=True) == rows[4:7][::-1]
+    assert read(backend, meta, 1, after=at(5), stop=at(6)) == []
+    assert read(backend, meta, 1, after=at(6), stop=at(2)) == []
+    assert read(backend, meta, 1, stop=at(1)) == rows[:1]
+    assert read(backend, meta, 1, after=at(8)) == rows[9:]
+    assert read(backend, meta, 1, after=at(1), reverse=True) == rows[:1]
+    assert read(backend, meta, 1, stop=at(8), reverse=True) == rows[9:][::-1]
+    assert read(backend, meta, 1, after=at(9)) == []
+    # the extremes: nothing after the largest id, everything after "before the smallest"
+    assert read(backend, meta, 1, after=rowkey.MAX_ID) == []
+    assert read(backend, meta, 1, stop=rowkey.MAX_ID, reverse=True) == []
+    assert read(backend, meta, 1, after=rowkey.MAX_ID, reverse=True) == rows[::-1]
+    assert read(backend, meta, 1, after=MessageId(0, 0), stop=rowkey.MAX_ID) == rows
+
+
+def test_a_reader_goes_on_after_its_store_dropped_what_it_held(backend: PartitionStore) -> None:
+    """Idle readers lose their iterator or HBase scanner (and its read-ahead); the next read
+    reopens from the reader's own position."""
+    meta = new_queue(backend, 1)
+    rows = put(backend, meta, 0, T0, 40, topics=(b"a", b"b"))
     for reverse in (False, True):
-        got = read(backend, meta, 1, lower=key(3), upper=key(7), reverse=reverse)
-        assert got == (rows[3:7][::-1] if reverse else rows[3:7])
-        got = read(backend, meta, 1, lower=key(3) + b"\x00", upper=key(7) + b"\x00")
-        assert got == rows[4:8]
-        assert read(backend, meta, 1, lower=key(5), upper=key(5), reverse=reverse) == []
-        assert read(backend, meta, 1, lower=key(6), upper=key(2), reverse=reverse) == []
-        assert read(backend, meta, 1, upper=key(1), reverse=reverse) == rows[:1]
-        assert read(backend, meta, 1, lower=key(9), reverse=reverse) == rows[9:]
+        for topics in (None, frozenset({b"b"})):
+            expected = [r for r in rows if topics is None or r[2] in topics]
+            if reverse:
+                expected.reverse()
+            reader = backend.reader(meta, 0, None, None, reverse=reverse, topics=topics)
+            got: list[Row] = []
+            for _ in range(1000):
+                r = reader.read(3)
+                got += r.rows
+                if r.done:
+                    break
+                drop_held(backend)
+            reader.close()
+            assert got == expected
+
+
+def drop_held(store: PartitionStore) -> None:
+    """What a store does to an idle reader: forget its iterator / close its scanner."""
+    cursors = getattr(store, "_cursors", None)
+    if cursors is not None:  # embedded
+        cursors.drop()
+    scans = getattr(store, "_scans", None)
+    if scans is not None:  # HBase
+        for owner in list(scans._open):
+            scans.release(owner)
+
+
+def test_truncate_or_delete_while_reading(backend: PartitionStore) -> None:
+    meta = new_queue(backend, 1)
+    put(backend, meta, 0, T0, 20)
+    reader = backend.reader(meta, 0, None, None, reverse=False, topics=None)
+    assert len(reader.read(2).rows) == 2
+    new = backend.truncate_queue(meta.name)
+    with pytest.raises(InvalidArgument):
+        reader.read(5)
+    reader.close()
+    rows = put(backend, new, 0, T0 + 1, 3)
+    assert read(backend, new, 0) == rows
+    reader = backend.reader(new, 0, None, None, reverse=True, topics=None)
+    assert reader.read(1).rows == rows[-1:]
+    backend.delete_queue(meta.name)
+    with pytest.raises(InvalidArgument):
+        reader.read(5)
+    reader.close()
 
 
 def test_last_id_is_the_newest_of_the_partition(backend: PartitionStore) -> None:
@@ -361,6 +414,11 @@ def test_expired_rows_are_hidden_from_scanners(backend: PartitionStore) -> None:
         assert scanner.next_rows(100, 1 << 20).rows == []
         one = Scanner(backend, meta, [0], spec)
         assert one.next_rows(100, 1 << 20).rows == []
+        assert read(backend, meta, 0, reverse=reverse) == []
+        assert read(backend, meta, 1, reverse=reverse) == (alive[::-1] if reverse else alive)
+        assert read(backend, meta, 1, reverse=reverse, limit=1) == (
+            alive[::-1] if reverse else alive
+        )
 
 
 # -- records --------------------------------------------------------------------------------

@@ -22,7 +22,27 @@ from gateway.metrics import GatewayStats
 from gateway.rowkey import MessageId
 from gateway.scanners import ScannerRegistry
 from gateway.service import GatewayService
-from gateway.store.base import Extra, PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from gateway.store.base import (
+    Extra,
+    PartitionReader,
+    PartitionStore,
+    PutBatch,
+    QueueMeta,
+    ReadResult,
+    Row,
+)
+
+
+class _NullReader(PartitionReader):
+    """Returns the same chunk on every read, never at its end."""
+
+    def __init__(self, chunk: list[Row]) -> None:
+        self.chunk = chunk
+
+    def read(self, limit: int, max_bytes: int | None = None) -> ReadResult:
+        return ReadResult(self.chunk[:limit], 0, False)
+
+    def close(self) -> None: ...
 
 
 class NullStore(PartitionStore):
@@ -54,11 +74,11 @@ class NullStore(PartitionStore):
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None: ...
 
-    def scan(
-        self, queue: QueueMeta, partition: int, lower: bytes, upper: bytes, *, reverse: bool,
-        topics: Collection[bytes] | None, limit: int, max_bytes: int | None = None,
-    ) -> ScanResult:  # fmt: skip
-        return ScanResult(self.chunk[:limit], lower, 0)  # never exhausted
+    def reader(
+        self, queue: QueueMeta, partition: int, after: MessageId | None, stop: MessageId | None,
+        *, reverse: bool, topics: Collection[bytes] | None,
+    ) -> PartitionReader:  # fmt: skip
+        return _NullReader(self.chunk)
 
     def get_record(self, namespace: str, key: str) -> bytes | None:
         return None

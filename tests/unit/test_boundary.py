@@ -21,7 +21,7 @@ from gateway.errors import StoreError
 from gateway.scanners import ScannerRegistry
 from gateway.server import ThriftServer, WireOptions
 from gateway.service import GatewayService
-from gateway.store.base import PutBatch, QueueMeta, ScanResult
+from gateway.store.base import PartitionReader, PutBatch, QueueMeta, ReadResult
 from gateway.store.memory import MemoryStore
 from gateway.wire import RequestLimits
 
@@ -40,10 +40,21 @@ class FailingStore(MemoryStore):
             raise self.fail
         super().put(queue, batches)
 
-    def scan(self, queue: QueueMeta, partition: int, *args: Any, **kw: Any) -> ScanResult:
-        if self.fail is not None:
-            raise self.fail
-        return super().scan(queue, partition, *args, **kw)
+    def reader(self, queue: QueueMeta, partition: int, *args: Any, **kw: Any) -> PartitionReader:
+        return _FailingReader(self, super().reader(queue, partition, *args, **kw))
+
+
+class _FailingReader(PartitionReader):
+    def __init__(self, store: FailingStore, inner: PartitionReader) -> None:
+        self.store, self.inner = store, inner
+
+    def read(self, limit: int, max_bytes: int | None = None) -> ReadResult:
+        if self.store.fail is not None:
+            raise self.store.fail
+        return self.inner.read(limit, max_bytes)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 @pytest.fixture

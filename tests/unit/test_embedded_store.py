@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway import rowkey
+from gateway.errors import InvalidArgument
 from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
 from gateway.store import embedded
@@ -38,21 +39,18 @@ def put(s: EmbeddedStore, meta: QueueMeta, partition: int, ts: int, count: int, 
 
 def read_all(s, meta, partition, *, reverse=False, topics=None, limit=1000, between=None):
     """Reads a partition the way a scanner does, in chunks; ``between(n)`` runs after chunk n."""
-    lower, upper = rowkey.partition_start(partition), rowkey.partition_end(partition)
+    reader = s.reader(meta, partition, None, None, reverse=reverse, topics=topics)
     ids: list[tuple[int, int]] = []
     chunk = 0
     while True:
-        r = s.scan(meta, partition, lower, upper, reverse=reverse, topics=topics, limit=limit)
+        r = reader.read(limit)
         ids += [(ts, seq) for ts, seq, _, _ in r.rows]
         chunk += 1
         if between is not None:
             between(chunk)
-        if r.resume_after is None:
+        if r.done:
+            reader.close()
             return ids
-        if reverse:
-            upper = r.resume_after
-        else:
-            lower = r.resume_after + b"\x00"
 
 
 def test_forward_chunks_see_rows_written_between_them(store: EmbeddedStore) -> None:
@@ -78,15 +76,18 @@ def test_reverse_chunks_return_everything_newest_first(store: EmbeddedStore) -> 
 def test_a_kept_iterator_never_outlives_a_truncate(store: EmbeddedStore) -> None:
     meta = store.create_queue(QueueMeta("q", 1, 3600))
     put(store, meta, 0, T0, 3000)
-    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
-    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=1000)
-    assert len(r.rows) == 1000 and r.resume_after is not None
+    reader = store.reader(meta, 0, None, None, reverse=False, topics=None)
+    r = reader.read(1000)
+    assert len(r.rows) == 1000 and not r.done and len(store._cursors) == 1
     new_meta = store.truncate_queue("q")
+    assert len(store._cursors) == 0  # dropped with its family
     fresh = put(store, new_meta, 0, T0 + 5, 10)
-    # the next chunk of the old scan, on the new generation: only what was written since
-    again = store.scan(
-        new_meta, 0, r.resume_after + b"\x00", upper, reverse=False, topics=None, limit=1000
-    )
+    with pytest.raises(InvalidArgument, match="truncated"):
+        reader.read(1000)
+    reader.close()
+    # a reader of the new generation from the old position: only what was written since
+    last = MessageId(r.rows[-1][0], r.rows[-1][1])
+    again = store.reader(new_meta, 0, last, None, reverse=False, topics=None).read(1000)
     assert [(ts, seq) for ts, seq, _, _ in again.rows] == fresh
     assert read_all(store, new_meta, 0) == fresh
 
@@ -103,23 +104,36 @@ def test_topic_filters_go_on_across_chunks(store: EmbeddedStore) -> None:
 def test_kept_iterators_are_bounded_in_number_and_age(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [100.0]
     monkeypatch.setattr(kept.time, "monotonic", lambda: now[0])
+
+    class Holder:
+        def __init__(self, family: str) -> None:
+            self.family = family
+            self.dropped = False
+
+        def _drop_iterator(self) -> None:
+            self.dropped = True
+
     cursors = kept._Cursors()
-    for i in range(kept._Cursors.MAX + 10):
-        cursors.keep(("f", 0, False), i.to_bytes(4, "big"), iter([i]))
-    assert len(cursors._kept) == kept._Cursors.MAX
-    assert cursors.take(("f", 0, False), (0).to_bytes(4, "big")) is None  # evicted first
-    last = (kept._Cursors.MAX + 9).to_bytes(4, "big")
-    assert next(cursors.take(("f", 0, False), last)) == kept._Cursors.MAX + 9
-    cursors.keep(("f", 1, False), b"k", iter([1]))
+    holders = [Holder("f") for _ in range(kept._Cursors.MAX + 10)]
+    for h in holders:
+        cursors.keep(h)
+    assert len(cursors) == kept._Cursors.MAX
+    assert holders[0].dropped and not cursors.take(holders[0])  # evicted first
+    assert not holders[-1].dropped and cursors.take(holders[-1])
+    young = Holder("f")
+    cursors.keep(young)
     now[0] += kept._Cursors.MAX_AGE + 1
-    assert cursors.take(("f", 1, False), b"k") is None  # too old to trust
-    cursors.keep(("h", 1, False), b"k", iter([1]))
+    assert not cursors.take(young)  # too old to trust
+    idle = Holder("h")
+    cursors.keep(idle)
     now[0] += kept._Cursors.MAX_AGE + 1
-    cursors.expire()  # without any scan going on
-    assert not cursors._kept
-    cursors.keep(("g", 1, False), b"k", iter([1]))
+    cursors.expire()  # without any read going on
+    assert idle.dropped and len(cursors) == 0
+    mine, other = Holder("g"), Holder("x")
+    cursors.keep(mine)
+    cursors.keep(other)
     cursors.drop("g")
-    assert cursors.take(("g", 1, False), b"k") is None
+    assert mine.dropped and not other.dropped and not cursors.take(mine)
 
 
 @pytest.mark.parametrize(
@@ -231,8 +245,8 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
         s.put_record("ns", "k", b"v")
         first = MessageId(*ids[0])
         s.put_extras(meta, [(0, first, b"key", b"props")])
-        lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
-        s.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10)  # keeps an iterator
+        held = s.reader(meta, 0, None, None, reverse=False, topics=None)
+        held.read(10)  # keeps an iterator
         s._wedged = True  # as _note_failure sets it
         with pytest.raises(StoreError, match="disk is full"):
             put(s, meta, 0, T0 + 1, 1)

@@ -21,9 +21,8 @@ def put(store: MemoryStore, meta: QueueMeta, partition: int, ts: int, count: int
 
 
 def scan_all(store: MemoryStore, meta: QueueMeta, partition: int) -> list[tuple[int, int]]:
-    lower, upper = rowkey.partition_start(partition), rowkey.partition_end(partition)
-    r = store.scan(meta, partition, lower, upper, reverse=False, topics=None, limit=10_000)
-    assert r.resume_after is None
+    r = store.reader(meta, partition, None, None, reverse=False, topics=None).read(10_000)
+    assert r.done
     return [(ts, seq) for ts, seq, _, _ in r.rows]
 
 
@@ -56,8 +55,7 @@ def test_putting_a_key_again_replaces_its_row_and_order_holds() -> None:
     keys = [rowkey.encode(0, ts, s) for s in (5, 1, 3)]
     store.put(meta, [PutBatch(0, keys, [b"a"] * 3, [b"1", b"2", b"3"])])
     store.put(meta, [PutBatch(0, [rowkey.encode(0, ts, 3)], [b"b"], [b"new"])])
-    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
-    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10)
+    r = store.reader(meta, 0, None, None, reverse=False, topics=None).read(10)
     assert r.rows == [(ts, 1, b"a", b"2"), (ts, 3, b"b", b"new"), (ts, 5, b"a", b"1")]
 
 
@@ -66,12 +64,11 @@ def test_arguments_are_checked() -> None:
         MemoryStore(max_examined=0)
     store = MemoryStore()
     meta = store.create_queue(QueueMeta("q", 2, 60))
-    lower, upper = rowkey.partition_start(2), rowkey.partition_end(2)
     with pytest.raises(InvalidArgument) as err:
-        store.scan(meta, 2, lower, upper, reverse=False, topics=None, limit=1)
+        store.reader(meta, 2, None, None, reverse=False, topics=None).read(1)
     assert err.value.argument == "partitionID"
     with pytest.raises(ValueError, match="limit"):
-        store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=0)
+        store.reader(meta, 0, None, None, reverse=False, topics=None).read(0)
     # a put fails as a whole: nothing of partition 0 is written when partition 5 is refused
     good = PutBatch(0, [rowkey.encode(0, wall_clock_ms(), 0)], [b"t"], [b"v"])
     bad = PutBatch(5, [rowkey.encode(5, wall_clock_ms(), 0)], [b"t"], [b"v"])
@@ -96,11 +93,11 @@ def test_a_scan_stops_once_its_rows_hold_max_bytes() -> None:
     ts = wall_clock_ms()
     keys = rowkey.consecutive_keys(0, ts, 0, 5)
     store.put(meta, [PutBatch(0, keys, [b"t"] * 5, [b"x" * 99] * 5)])  # 100 bytes a row
-    lower, upper = rowkey.partition_start(0), rowkey.partition_end(0)
-    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=200)
-    assert (len(r.rows), r.size, r.resume_after) == (2, 200, keys[1])
-    r = store.scan(meta, 0, lower, upper, reverse=False, topics=None, limit=10, max_bytes=1)
-    assert len(r.rows) == 1  # at least one row
+    reader = store.reader(meta, 0, None, None, reverse=False, topics=None)
+    r = reader.read(10, 200)
+    assert (len(r.rows), r.size, r.done) == (2, 200, False)
+    r = reader.read(10, 1)
+    assert len(r.rows) == 1 and r.rows[0][:2] == rowkey.decode(keys[2])[1:]  # at least one
 
 
 def test_the_gateway_opens_it_and_never_clusters_it() -> None:

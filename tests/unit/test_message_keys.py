@@ -59,8 +59,8 @@ def test_keys_are_written_before_the_rows_and_a_failed_index_write_stores_nothin
         svc.putMessages(b"q", [T.TMessage(topic=b"t", value=b"lost", key=b"k2")])
     meta = store.get_queue("q")
     assert meta is not None
-    assert [r[3] for r in store.scan(meta, 0, b"", b"\xff", reverse=False, topics=None,
-                                     limit=10).rows] == [b"plain", b"v"]  # fmt: skip
+    reader = store.reader(meta, 0, None, None, reverse=False, topics=None)
+    assert [r[3] for r in reader.read(10).rows] == [b"plain", b"v"]
 
 
 def test_scans_and_lookups_carry_keys_and_properties() -> None:

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from gateway import rowkey, scanners
 from gateway.scanners import Scanner, ScanSpec
-from gateway.store.base import QueueMeta, ScanResult
+from gateway.store.base import QueueMeta
+from gateway.store.reading import KeyRangeReader
 
 META = QueueMeta(name="q", partitions=4, ttl_seconds=2**31 - 1)  # nothing expired
 
@@ -27,12 +28,23 @@ class RowStore:
     def get_queue(self, name: str) -> QueueMeta:
         return META
 
-    def scan(self, meta: Any, partition: int, lower: bytes, upper: bytes, *, reverse: bool,
-             topics: Any, limit: int, max_bytes: int | None = None) -> ScanResult:  # fmt: skip
-        keys, rows = self.keys.get(partition, []), self.rows.get(partition, [])
+    def reader(self, meta: Any, partition: int, after: Any, stop: Any, *, reverse: bool,
+               topics: Any) -> _RowReader:  # fmt: skip
+        return _RowReader(self, meta, partition, after, stop, reverse=reverse, topics=topics)
+
+
+class _RowReader(KeyRangeReader):
+    def __init__(self, store: RowStore, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.store = store
+
+    def _scan(self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None) -> Any:
+        partition, topics = self.partition, self.topics
+        keys = self.store.keys.get(partition, [])
+        rows = self.store.rows.get(partition, [])
         i, j = bisect.bisect_left(keys, lower), bisect.bisect_left(keys, upper)
         picked = list(range(i, j))
-        if reverse:
+        if self.reverse:
             picked.reverse()
         out: list[Any] = []
         size = 0
@@ -42,8 +54,8 @@ class RowStore:
                 out.append(r)
                 size += 1 + len(r[2]) + len(r[3])  # as the embedded store counts a cell
                 if len(out) >= limit or (max_bytes is not None and size >= max_bytes):
-                    return ScanResult(out, rowkey.encode(partition, r[0], r[1]), size)
-        return ScanResult(out, None, size)
+                    return out, size, rowkey.encode(partition, r[0], r[1])
+        return out, size, None
 
 
 def partition_rows(draw: Any, p: int) -> list[tuple[int, int, bytes, bytes]]:

@@ -1,6 +1,6 @@
 """The embedded store: RocksDB (through rocksdict) on local disk, nothing else to install.
 
-This module is its face: lifecycle, queues, records and the data path (put, scan). The rest:
+This module is its face: lifecycle, queues, records and the data path (put, readers). The rest:
 
 - layout.py: column families (regions) of queue generations, keys of metadata and records;
 - messagelog.py: the write-ahead log of messages (group commit of its syncs, retirement of
@@ -9,7 +9,8 @@ This module is its face: lifecycle, queues, records and the data path (put, scan
 - extras.py: message keys and properties (the family ``hqueue.extras``);
 - sweeper.py: the TTL sweeper (rows and the key index);
 - wedge.py: opening and closing RocksDB, the disk reserve, reopening a wedged RocksDB;
-- cursors.py: iterators kept between the chunks of a scan; state.py: the shared attributes.
+- reader.py: partition readers (RocksDB iterators, the durability floor); cursors.py: the
+  iterators they keep between reads; state.py: the shared attributes.
 """
 
 from __future__ import annotations
@@ -25,31 +26,28 @@ import gevent.event
 import gevent.lock
 import gevent.queue
 from rocksdict import (
-    Rdict,
     ReadOptions,
     WriteBatch,
 )
 
 from ... import rowkey
 from ...errors import InvalidArgument, StoreError
-from ...fast import Syncer, put_wal_cells, scan_cells, wal_cells
+from ...fast import Syncer, put_wal_cells, wal_cells
 from ...rowkey import MessageId
-from ..base import PartitionStore, PutBatch, QueueMeta, Row, ScanResult
+from ..base import PartitionReader, PartitionStore, PutBatch, QueueMeta
 from ..wal import LogError
 from .commit import _Commit
 from .extras import _Extras
 from .layout import _KEY, _META_PREFIX, _Families, _Layout, _record_key, families_for
 from .messagelog import _BLOCK, LOG_SEGMENTS_KEPT, _Closed, _MessageLog
+from .reader import MAX_EXAMINED_PER_SCAN as MAX_EXAMINED_PER_SCAN
+from .reader import _Reader
 from .state import _State
 from .sweeper import _Sweeper
 from .wedge import _explain, _Wedge
 
 log = logging.getLogger(__name__)
 
-# How many rows one scan call may look at before it hands control back (topic filters can
-# skip many rows; the event loop must keep serving meanwhile).
-MAX_EXAMINED_PER_SCAN = 4096
-_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_cells' statuses (2, 3: limit, budget)
 
 
 class EmbeddedStore(
@@ -287,70 +285,14 @@ class EmbeddedStore(
             if group.error is not None:
                 raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
 
-    def scan(
+    def reader(
         self,
         queue: QueueMeta,
         partition: int,
-        lower: bytes,
-        upper: bytes,
+        after: MessageId | None,
+        stop: MessageId | None,
         *,
         reverse: bool,
         topics: Collection[bytes] | None,
-        limit: int,
-        max_bytes: int | None = None,
-    ) -> ScanResult:
-        self._gate.wait_open()  # not while the store reopens (see _heal_loop)
-        layout, (cf, _) = self._family(queue, partition)
-        if max_bytes is None:
-            max_bytes = 1 << 62
-        family = layout.base
-        floor = self._pending_floor(family, partition)
-        if floor is not None and floor < upper:
-            upper = floor
-        if lower >= upper:
-            return ScanResult([], None, 0)
-        # A scan that goes on where an earlier one stopped reuses that one's iterator (see
-        # _Cursors): no new seek through the memtables and every level.
-        start = upper if reverse else lower
-        slot = (family, partition, reverse)
-        items = self._cursors.take(slot, start)
-        kept = items is not None
-        if items is None:
-            items = self._iterate(cf, start, upper, reverse)
-        rows: list[Row] = []
-        size = 0
-        budget = MAX_EXAMINED_PER_SCAN
-        wanted = topics if topics is None or isinstance(topics, (set, frozenset)) else set(topics)
-        while True:
-            # the per-row loop runs in C (gateway/_wal.c, scan_cells): bounds (lower,
-            # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
-            status, key, added, budget = scan_cells(
-                items, lower, upper, wanted, limit, budget, rows, max_bytes - size
-            )
-            size += added
-            if status == _SCAN_OUT_OF_RANGE:
-                return ScanResult(rows, None, size)
-            if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
-                assert key is not None
-                self._cursors.keep(slot, key if reverse else key + b"\x00", items)
-                return ScanResult(rows, key, size)
-            if not kept:
-                return ScanResult(rows, None, size)
-            # A kept iterator sees the store as it was when it was made: its end is not the
-            # range's end. Newer rows sort after it (ids grow), so a forward scan goes on from
-            # where it got to with a fresh iterator; a reverse one has seen everything below.
-            if reverse:
-                return ScanResult(rows, None, size)
-            kept = False
-            resume = rowkey.encode(partition, rows[-1][0], rows[-1][1]) + b"\x00" if rows else lower
-            if resume >= upper:
-                return ScanResult(rows, None, size)
-            items = self._iterate(cf, resume, upper, reverse)
-
-    @staticmethod
-    def _iterate(cf: Rdict, start: bytes, upper: bytes, reverse: bool) -> Any:
-        ro = ReadOptions()
-        ro.set_iterate_upper_bound(upper)
-        # items() steps the iterator once per row (iter() needs key, value and next calls);
-        # backwards it starts at the last key below ``upper``.
-        return iter(cf.items(backwards=reverse, from_key=start, read_opt=ro))
+    ) -> PartitionReader:
+        return _Reader(self, queue, partition, after, stop, reverse=reverse, topics=topics)

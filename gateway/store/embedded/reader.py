@@ -1,0 +1,119 @@
+"""A partition reader of the embedded store: a RocksDB iterator kept between reads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rocksdict import Rdict, ReadOptions
+
+from ... import rowkey
+from ...fast import scan_cells
+from ...rowkey import MessageId
+from ..base import QueueMeta, Row
+from ..reading import KeyRangeReader
+
+if TYPE_CHECKING:
+    from .store import EmbeddedStore
+
+# How many rows one read may look at before it hands control back (topic filters can skip
+# many rows; the event loop must keep serving meanwhile).
+MAX_EXAMINED_PER_SCAN = 4096
+_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_cells' statuses (2, 3: limit, budget)
+
+
+class _Reader(KeyRangeReader):
+    """Reads through a RocksDB iterator that it keeps while it stops at its limit (counted
+    by the store's ``_cursors``, which drops it when idle or when its family is dropped), and
+    never past the durability floor: rows of puts whose log record is not synced yet stay
+    invisible (``_pending_floor``)."""
+
+    def __init__(
+        self,
+        store: EmbeddedStore,
+        queue: QueueMeta,
+        partition: int,
+        after: MessageId | None,
+        stop: MessageId | None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(queue, partition, after, stop, **kw)
+        self._store = store
+        self._items: Any = None  # the kept iterator (of items())
+        self._at = b""  # the key it goes on from (the lower bound, the upper when reversed)
+        self.family = ""  # the base of the families it reads (see _Cursors.drop)
+
+    def _scan(
+        self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None
+    ) -> tuple[list[Row], int, bytes | None]:
+        store = self._store
+        store._gate.wait_open()  # not while the store reopens (see _heal_loop)
+        layout, (cf, _) = store._family(self.queue, self.partition)
+        self.family = family = layout.base
+        partition, reverse = self.partition, self.reverse
+        floor = store._pending_floor(family, partition)
+        if floor is not None and floor < upper:
+            upper = floor
+        if lower >= upper:
+            self._release()
+            return [], 0, None
+        if max_bytes is None:
+            max_bytes = 1 << 62
+        # Going on where the last read stopped: its iterator, no new seek through the
+        # memtables and every level (unless the TTL cutoff or the floor moved the start).
+        start = upper if reverse else lower
+        items = self._items
+        kept = items is not None and self._at == start and store._cursors.take(self)
+        if not kept:
+            self._release()
+            items = _iterate(cf, start, upper, reverse)
+        rows: list[Row] = []
+        size = 0
+        budget = MAX_EXAMINED_PER_SCAN
+        topics = self.topics
+        while True:
+            # the per-row loop runs in C (gateway/_wal.c, scan_cells): bounds (lower,
+            # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
+            status, key, added, budget = scan_cells(
+                items, lower, upper, topics, limit, budget, rows, max_bytes - size
+            )
+            size += added
+            if status == _SCAN_OUT_OF_RANGE:
+                self._release()
+                return rows, size, None
+            if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
+                assert key is not None
+                self._items, self._at = items, key if reverse else key + b"\x00"
+                store._cursors.keep(self)
+                return rows, size, key
+            if not kept or reverse:
+                self._release()
+                return rows, size, None
+            # A kept iterator sees the store as it was when it was made: its end is not the
+            # range's end. Newer rows sort after it (ids grow), so a forward read goes on from
+            # where it got to with a fresh iterator; a reverse one has seen everything below.
+            kept = False
+            if rows:
+                ts, seq = rows[-1][0], rows[-1][1]
+                resume = rowkey.encode(partition, ts, seq) + b"\x00"
+                if resume >= upper:
+                    self._release()
+                    return rows, size, None
+            else:
+                resume = lower
+            items = _iterate(cf, resume, upper, reverse)
+
+    def _release(self) -> None:
+        if self._items is not None:
+            self._items = None
+            self._store._cursors.forget(self)
+
+    def _drop_iterator(self) -> None:
+        self._items = None
+
+
+def _iterate(cf: Rdict, start: bytes, upper: bytes, reverse: bool) -> Any:
+    ro = ReadOptions()
+    ro.set_iterate_upper_bound(upper)
+    # items() steps the iterator once per row (iter() needs key, value and next calls);
+    # backwards it starts at the last key below ``upper``.
+    return iter(cf.items(backwards=reverse, from_key=start, read_opt=ro))

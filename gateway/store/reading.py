@@ -1,0 +1,112 @@
+"""What the three stores' partition readers share: the key range still to read.
+
+A :class:`KeyRangeReader` turns its MessageID positions into the row-key range it has left,
+clamps it to the queue's TTL on every read, and moves on by what the store examined: callers
+see MessageIDs only, and a store that lays rows out differently (several messages to a record)
+keeps its own layout behind ``_scan``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection
+
+from .. import rowkey
+from ..ids import wall_clock_ms
+from ..rowkey import MessageId
+from .base import PartitionReader, QueueMeta, ReadResult, Row
+
+
+class KeyRangeReader(PartitionReader):
+    """A reader over ``[lower, upper)`` of one partition's row keys; stores implement
+    ``_scan`` (one bounded read of the range) and ``_release`` (drop what it holds)."""
+
+    def __init__(
+        self,
+        queue: QueueMeta,
+        partition: int,
+        after: MessageId | None,
+        stop: MessageId | None,
+        *,
+        reverse: bool,
+        topics: Collection[bytes] | None,
+    ) -> None:
+        self.queue = queue
+        self.partition = partition
+        self.reverse = reverse
+        if topics is not None and not isinstance(topics, frozenset):
+            topics = frozenset(topics)
+        self.topics = topics
+        p = partition
+        after = None if after is None else MessageId(*after)
+        stop = None if stop is None else MessageId(*stop)
+        if reverse:  # rows below ``after`` and above ``stop``
+            self._upper = rowkey.partition_end(p) if after is None else _key_at(p, after)
+            self._lower = rowkey.partition_start(p) if stop is None else _key_after(p, stop)
+        else:  # rows above ``after`` and below ``stop``
+            self._lower = rowkey.partition_start(p) if after is None else _key_after(p, after)
+            self._upper = rowkey.partition_end(p) if stop is None else _key_at(p, stop)
+        self.closed = False
+
+    def read(self, limit: int, max_bytes: int | None = None) -> ReadResult:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1")
+        if self.closed:
+            raise ValueError("the reader is closed")
+        cutoff = rowkey.encode(
+            self.partition, max(0, wall_clock_ms() - self.queue.ttl_seconds * 1000), 0
+        )
+        lower = self._lower if self._lower >= cutoff else cutoff  # expired rows never show
+        rows, size, last = self._scan(lower, self._upper, limit, max_bytes)
+        if last is None:  # the range is exhausted, as far as it is visible now
+            if self.reverse:
+                self._upper = lower  # older rows never come: done for good
+            elif rows:
+                self._lower = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) + b"\x00"
+            else:
+                self._lower = lower
+            return ReadResult(rows, size, True)
+        if self.reverse:
+            self._upper = last
+        else:
+            self._lower = last + b"\x00"  # keys are fixed-length: the next key after it
+        return ReadResult(rows, size, False)
+
+    def close(self) -> None:
+        self.closed = True
+        self._release()
+
+    @abc.abstractmethod
+    def _scan(
+        self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None
+    ) -> tuple[list[Row], int, bytes | None]:
+        """Up to ``limit`` rows of ``lower <= key < upper`` in scan order (fewer once they
+        hold ``max_bytes``), their size, and the last key examined, or None when the range
+        is exhausted. Raises InvalidArgument when the queue's generation is gone."""
+
+    def _release(self) -> None:
+        """Drops the store resources the reader holds (it reopens them when read again)."""
+
+
+def _key_at(partition: int, mid: MessageId) -> bytes:
+    return rowkey.id_key(partition, mid)
+
+
+def _key_after(partition: int, mid: MessageId) -> bytes:
+    """The first key after ``mid``'s (past the partition for the largest id)."""
+    if mid >= rowkey.MAX_ID:
+        return rowkey.partition_end(partition)
+    return rowkey.id_key(partition, rowkey.next_id(mid))
+
+
+def after_for_start(start: MessageId | None, reverse: bool) -> MessageId | None:
+    """The ``after`` of a reader whose first row may be ``start`` (inclusive), in scan order;
+    None for no start."""
+    if start is None:
+        return None
+    ts, seq = start
+    if reverse:
+        return None if start >= rowkey.MAX_ID else rowkey.next_id(MessageId(ts, seq))
+    if seq > 0:
+        return MessageId(ts, seq - 1)
+    return MessageId(ts - 1, rowkey.MAX_SEQUENCE) if ts > 0 else None
