@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 import gevent
 import gevent.event
 import gevent.lock
-from hqueue.client import Connection, gateway_addresses
-from hqueue.client import Queue as HQueue
+from hqueue.connection import Connection, gateway_addresses
 from hqueue.errors import InvalidArgument
+from hqueue.queue import Queue as HQueue
 from hqueue.tls import TLSOption, client_context
 from hqueue_contract.protocol import Address
 
