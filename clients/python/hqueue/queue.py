@@ -4,7 +4,6 @@ subscribers and pull consumers of one queue, through one :class:`~hqueue.Connect
 from __future__ import annotations
 
 import itertools
-import ssl
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +15,12 @@ from .batch import Batch
 from .errors import InvalidArgument, ServerError, TransportError
 from .message import KeyedMessage, Message, MessageID, keyed_from_thrift
 from .scan import ScanIterator, read_pages
-from .tls import TLSOption
 
 if TYPE_CHECKING:  # types only: the runtime is imported by Queue.create_subscriber, when called
+    from typing_extensions import Unpack  # typing's since 3.11; for the checker only
+
     from subscriber_runtime.listeners import Listener
+    from subscriber_runtime.options import SubscriberOptions
     from subscriber_runtime.subscriber import Subscriber
     from subscriber_runtime.subscription import Subscription
 
@@ -325,42 +326,26 @@ class Queue:
         self,
         subscription: Subscription,
         listeners: Iterable[Listener],
-        *,
-        zookeeper: str | None = None,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        advertise_host: str | None = None,
-        session_timeout: float = 10.0,
-        lease_seconds: int = 10,
-        grace: float = 10.0,
-        tls: TLSOption = None,
-        server_tls: ssl.SSLContext | None = None,
+        **options: Unpack[SubscriberOptions],
     ) -> Subscriber:
         """A push subscriber of this queue (seed 4.4's ``queue.createSubscriber``), not
         started yet: a :class:`subscriber_runtime.Subscriber` for ``subscription`` calling
         ``listeners`` in order for every batch (a ``list[hqueue.Message]``). It registers
         through this connection's gateways, or in ZooKeeper with
         ``zookeeper="host:port/chroot"`` (default: the queue's); it reaches the gateway with
-        this connection's TLS unless ``tls`` is given. The other options are those of
-        :class:`~subscriber_runtime.Subscriber`. It runs on gevent: monkey-patch first (see
-        :mod:`subscriber_runtime`)."""
+        this connection's TLS unless ``tls`` is given. The options are the
+        :class:`~subscriber_runtime.options.SubscriberOptions`. It runs on gevent:
+        monkey-patch first (see :mod:`subscriber_runtime`)."""
         from subscriber_runtime import Subscriber  # the runtime (gevent) only when wanted
 
+        if options.get("zookeeper") is None:
+            options["zookeeper"] = self.zookeeper
+        if options.get("tls") is None:
+            options["tls"] = self.connection.tls
         return Subscriber(
-            self.connection.addresses,
-            self.name.decode(),
-            subscription,
-            list(listeners),
-            host=host,
-            port=port,
-            advertise_host=advertise_host,
-            zookeeper=self.zookeeper if zookeeper is None else zookeeper,
-            session_timeout=session_timeout,
-            lease_seconds=lease_seconds,
-            grace=grace,
-            tls=self.connection.tls if tls is None else tls,
-            server_tls=server_tls,
-        )
+            self.connection.addresses, self.name.decode(), subscription, list(listeners),
+            **options,
+        )  # fmt: skip
 
     # -- consumers (issue 13) -----------------------------------------------------------------
 
