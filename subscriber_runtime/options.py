@@ -4,15 +4,18 @@
 at every call, and each default is in :data:`DEFAULTS` (``hqueue-subscriber``'s flags take theirs
 from there too).
 
-Imports no gevent: the process entry point reads these before it monkey-patches.
+Imports nothing of gevent, ssl or the client at run time: ``hqueue-subscriber`` reads
+:data:`DEFAULTS` before it monkey-patches.
 """
 
 from __future__ import annotations
 
-import ssl
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from hqueue.tls import TLSOption
+if TYPE_CHECKING:  # the process reads DEFAULTS before it patches: no ssl, no client yet
+    import ssl
+
+    from hqueue.tls import TLSOption
 
 
 class SubscriberOptions(TypedDict, total=False):
