@@ -2,6 +2,9 @@
 
 from setuptools import Extension, setup
 
+# The contract's limits in C, included by the gateway's row key and the client's codecs.
+LIMITS_H = "clients/python/hqueue_contract/hqueue_limits.h"
+
 setup(
     ext_modules=[
         # the gateway's C fast paths, one module per owner; each has a pure-Python twin that
@@ -12,7 +15,7 @@ setup(
         Extension(
             "gateway._wal",
             ["gateway/_wal.c"],
-            depends=["gateway/_rowkey.h"],
+            depends=["gateway/_rowkey.h", LIMITS_H],
             extra_compile_args=["-O2"],
         ),
         # the merged scans' k-way merge (gateway/scanners.py)
@@ -21,13 +24,14 @@ setup(
         Extension(
             "gateway.store._hbasecodec",
             ["gateway/store/_hbasecodec.c"],
-            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h"],
+            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_thriftbuf.h"],
             extra_compile_args=["-O2"],
         ),
         # the Python client's put encoder and scan decoder (hqueue/_purecodec.py is its twin)
         Extension(
             "hqueue._fastclient",
             ["clients/python/hqueue/_fastclient.c"],
+            depends=[LIMITS_H],
             extra_compile_args=["-O2"],
             optional=True,  # without a compiler the client still works, in pure Python
         ),
@@ -36,6 +40,7 @@ setup(
         Extension(
             "hqueue.toolkit._fastjsonl",
             ["clients/python/hqueue/toolkit/_fastjsonl.c"],
+            depends=[LIMITS_H],
             extra_compile_args=["-O2"],
             optional=True,
         ),

@@ -2,21 +2,21 @@
  * _rowkey.h: the row key in C, the twin of gateway/rowkey.py (the one Python codec).
  *
  * Row key = partition id (int16 big-endian) + timestamp ms (int64 BE) + sequence id (int16 BE);
- * byte order is (partition, timestamp, sequence) order. The limits are
- * hqueue_contract.limits'; tests/unit/test_limits.py checks every number here against it and
- * against rowkey.KEY_LENGTH.
+ * byte order is (partition, timestamp, sequence) order. The limits (HQ_MAX_SEQUENCE,
+ * HQ_MAX_PARTITION_ID) are the contract's, from hqueue_contract/hqueue_limits.h;
+ * tests/unit/test_limits.py checks every number here against rowkey.py.
  */
 #ifndef HQUEUE_ROWKEY_H
 #define HQUEUE_ROWKEY_H
 
 #include <stdint.h>
 
+#include "../clients/python/hqueue_contract/hqueue_limits.h"
+
 #define HQ_KEY_LENGTH 12
 #define HQ_KEY_PARTITION_AT 0
 #define HQ_KEY_TIMESTAMP_AT 2
 #define HQ_KEY_SEQUENCE_AT 10
-#define HQ_MAX_SEQUENCE 32767
-#define HQ_MAX_PARTITION_ID 32766
 
 /* Writes the HQ_KEY_LENGTH bytes of (partition, timestamp, sequence) at k. */
 static inline void hq_key_encode(uint8_t *k, int partition, uint64_t ts, unsigned seq)

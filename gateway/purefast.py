@@ -20,7 +20,8 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from hqueue_contract.limits import MAX_PARTITIONS, MAX_SEQUENCE
+from . import rowkey
+from .rowkey import MAX_PARTITIONS, MAX_SEQUENCE
 
 Row = tuple[int, int, bytes, bytes]
 
@@ -682,6 +683,7 @@ def decode_rows_reply(
     rows: list[Row] = []
     row_count = 0
     last_topic = b""
+    key_at = rowkey.KEY.unpack_from  # the C reads (int64)timestamp and (int16)sequence
     try:
         if not r.need(8) or _U32.unpack_from(buf, 0)[0] != 0x80010002:
             return None
@@ -707,15 +709,14 @@ def decode_rows_reply(
                         break
                     if fid == 1 and ft == 11:
                         row_at, row_len = r.str_at()
-                        if row_len != 12:
+                        if row_len != rowkey.KEY_LENGTH:
                             return None
                     elif fid == 2 and ft == 13:
                         if row_at < 0 or not r.need(6) or buf[r.pos] != 11 or buf[r.pos + 1] != 12:
                             return None
                         m = _be32(buf, r.pos + 2)
                         r.pos += 6
-                        ts = _I64.unpack_from(buf, row_at + 2)[0]
-                        seq = _I16.unpack_from(buf, row_at + 10)[0]
+                        _, ts, seq = key_at(buf, row_at)
                         for _ in range(m):
                             col_at, col_len = r.str_at()
                             if col_len <= prefix_len:
@@ -792,7 +793,7 @@ def merge_rows(
 
 def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]:
     """gateway/_wal.c's consecutive_keys: the row keys of ``count`` consecutive ids from
-    (timestamp, sequence) in ``partition``, the sequence carrying after 32767."""
+    (timestamp, sequence) in ``partition``, the sequence carrying after MAX_SEQUENCE."""
     if not (
         0 <= partition <= MAX_PARTITIONS
         and 0 <= sequence <= MAX_SEQUENCE
@@ -800,7 +801,7 @@ def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) 
         and timestamp >= 0
     ):
         raise ValueError("partition, timestamp, sequence or count out of range")
-    pack = _KEY.pack
+    pack = rowkey.KEY_UNSIGNED.pack
     keys = []
     ts, seq = timestamp, sequence
     for _ in range(count):
@@ -810,10 +811,6 @@ def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) 
             seq = 0
             ts += 1
     return keys
-
-
-_KEY = struct.Struct(">HQH")
-_SIGNED_KEY = struct.Struct(">hqh")
 
 
 def wal_cells(keys: list[bytes], topics: list[bytes], values: list[bytes]) -> bytes:
@@ -885,7 +882,7 @@ def scan_cells(
     size = 0
     status = 0
     last_topic = b""
-    unpack = _SIGNED_KEY.unpack  # the C reads (int64)timestamp and (int16)sequence
+    unpack = rowkey.KEY.unpack  # the C reads (int64)timestamp and (int16)sequence
     for item in items:
         if (
             not isinstance(item, tuple)
@@ -899,7 +896,7 @@ def scan_cells(
             status = 1
             break
         cl = len(cell)
-        if cl < 1 or 1 + cell[0] > cl or len(key) != 12:
+        if cl < 1 or 1 + cell[0] > cl or len(key) != rowkey.KEY_LENGTH:
             raise ValueError("a stored row key or cell is malformed")
         tl = cell[0]
         topic = cell[1 : 1 + tl]

@@ -15,6 +15,16 @@ namespace java com.hqueue.thrift.generated
 typedef binary Text
 typedef i32 ScannerID
 
+/*
+ * The limits of a MessageID and of a queue: a queue has 1..MAX_PARTITIONS partitions, so
+ * partition ids are 0..MAX_PARTITION_ID, and sequence ids are 0..MAX_SEQUENCE within one
+ * millisecond (the next id after MAX_SEQUENCE is sequence 0 of the next millisecond).
+ * Python: hqueue_contract/limits.py; C: hqueue_contract/hqueue_limits.h.
+ */
+const i16 MAX_PARTITIONS = 32767
+const i16 MAX_PARTITION_ID = 32766
+const i16 MAX_SEQUENCE = 32767
+
 /** MessageID: unique and strictly increasing within a partition. */
 struct TMessageID {
   1: i64 timestamp,

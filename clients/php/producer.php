@@ -22,7 +22,7 @@ exit(run('producer.php', $usage, ['--batch' => true, '--partition' => true],
             throw new UsageError('expected one QUEUE argument');
         }
         $batchSize = intArg($opts, '--batch', 1, 1000000, 1000);
-        $partition = intArg($opts, '--partition', 0, 32767);
+        $partition = intArg($opts, '--partition', 0, \HQueue\Constant::get('MAX_PARTITION_ID'));
         $hex = !empty($opts['--hex']);
 
         // Read and check all of stdin before connecting: a bad line puts nothing.

@@ -24,7 +24,7 @@ exit(run('scanner.php', $usage,
             throw new UsageError('expected one QUEUE argument');
         }
         $batchSize = intArg($opts, '--batch', 1, 1000000, 1000);
-        $partition = intArg($opts, '--partition', 0, 32767);
+        $partition = intArg($opts, '--partition', 0, \HQueue\Constant::get('MAX_PARTITION_ID'));
         $hex = !empty($opts['--hex']);
 
         [$client, $transport] = connect($opts);

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .. import validation
 from ..errors import InvalidArgument
 from ..keys import MAX_KEY_BYTES
-from ..rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MAX_TIMESTAMP, MessageId
+from ..rowkey import MAX_PARTITIONS, MAX_SEQUENCE, MAX_TIMESTAMP, MessageId, previous_id
 from ..scanners import Scanner, ScanSpec
 from ..store.base import QueueMeta
 
@@ -379,7 +379,7 @@ def _row(
 
 def _below(ms: int) -> MessageId:
     """The newest MessageID strictly before millisecond ``ms``."""
-    return MessageId(ms - 1, MAX_SEQUENCE) if ms > 0 else MessageId(0, 0)
+    return previous_id(MessageId(ms, 0)) or MessageId(0, 0)
 
 
 def _id(raw: Any) -> dict[str, int] | None:

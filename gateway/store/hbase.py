@@ -54,7 +54,6 @@ Hbase: Any = None  # happybase's loaded Hbase.thrift (Thrift1), set on first use
 
 _MAX_MUTATIONS = 10_000  # rows per mutateRows when a lane coalesces
 _MAX_MUTATION_BYTES = 8 << 20
-_VALUE_AT = struct.Struct(">hqh")  # partition, timestamp, sequence (see hbase_schema)
 _INVERTED = struct.Struct(">qhh")  # MAX - timestamp, MAX - sequence, partition
 _NO_KEYS_RECHECK = 2.0  # seconds a "no table of keys" answer is believed
 
@@ -245,8 +244,8 @@ class HBaseStore(PartitionStore):
         # past them unless it stepped back by more than the queue's TTL.
         table = schema.table_name(self.address.namespace, queue.name)
         spec = Hbase.TScan(
-            startRow=schema.key_before(rowkey.partition_end(partition)) or b"",
-            stopRow=schema.key_before(rowkey.partition_start(partition)) or b"",
+            startRow=rowkey.key_before(rowkey.partition_end(partition)) or b"",
+            stopRow=rowkey.key_before(rowkey.partition_start(partition)) or b"",
             columns=[schema.FAMILY],
             caching=1,
             reversed=True,
@@ -374,10 +373,10 @@ class HBaseStore(PartitionStore):
         if not columns:
             return [], 0, None
         if reader.reverse:
-            start = schema.key_before(upper)
+            start = rowkey.key_before(upper)
             if start is None:
                 return [], 0, None
-            stop = schema.key_before(lower) or b""
+            stop = rowkey.key_before(lower) or b""
         else:
             start, stop = lower, upper
         if self._scans is None:
@@ -403,7 +402,7 @@ class HBaseStore(PartitionStore):
         column = schema.KEYS_COLUMN
         rows = []
         for partition, (ts, seq), key, value in items:
-            row = b"E" + _VALUE_AT.pack(partition, ts, seq)
+            row = b"E" + rowkey.encode(partition, ts, seq)
             rows.append(batch_mutation(row=row, mutations=[mutation(column=column, value=value)]))
             if key is not None:
                 at = _INVERTED.pack(rowkey.MAX_TIMESTAMP - ts, rowkey.MAX_SEQUENCE - seq, partition)
@@ -419,7 +418,7 @@ class HBaseStore(PartitionStore):
             return {}
         cutoff = wall_clock_ms() - queue.ttl_seconds * 1000
         wanted = {
-            b"E" + _VALUE_AT.pack(partition, ts, seq): MessageId(ts, seq)
+            b"E" + rowkey.encode(partition, ts, seq): MessageId(ts, seq)
             for ts, seq in ids
             if ts >= cutoff
         }

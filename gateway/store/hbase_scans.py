@@ -191,7 +191,7 @@ class ResidentScans:
         entry.used = time.monotonic()
         entry.lower, entry.upper = lower, upper
         last = rowkey.encode(partition, rows[-1][0], rows[-1][1])
-        entry.at = last if reverse else last + b"\x00"
+        entry.at = last if reverse else rowkey.key_after(last)
         self._keep(owner, entry)
         if not entry.buffer:
             ahead = entry.rows_for(budget, min(limit, CHUNK))

@@ -1,6 +1,5 @@
 """How hqueue lays queues out in HBase: table names, region split keys, table and family
-settings from a queue's configuration (the seed's toolkit keys), and the key arithmetic HBase
-scans need.
+settings from a queue's configuration (the seed's toolkit keys).
 
 One table per queue, ``<namespace>:<queue>``, with one family, ``message``: VERSIONS=1, TTL =
 the queue's, qualifier = topic, value = body. Row keys are the shared keys of
@@ -30,7 +29,6 @@ from ..errors import InvalidArgument
 FAMILY = b"message"
 COLUMN_PREFIX = FAMILY + b":"
 META_TABLE = "hqueue_meta"
-KEY_BYTES = 12  # rowkey.encode: int16 partition + int64 timestamp + int16 sequence
 
 # A region per partition by default; with more partitions per region, regions may only split
 # on a partition boundary (the first two bytes of the key).
@@ -171,21 +169,9 @@ def table_descriptor(
     per_region = partitions_per_region(config)
     attributes = {b"SPLIT_POLICY": (_NO_SPLITS if per_region == 1 else _PREFIX_SPLITS).encode()}
     if per_region > 1:
-        attributes[b"KeyPrefixRegionSplitPolicy.prefix_length"] = b"2"
+        attributes[b"KeyPrefixRegionSplitPolicy.prefix_length"] = b"%d" % rowkey.PARTITION.size
     flush = config.get("hbase.hregion.memstore.flush.size")
     if flush:
         attributes[b"MEMSTORE_FLUSHSIZE"] = flush.encode()
     name = admin.TTableName(ns=namespace.encode(), qualifier=queue.encode())
     return admin.TTableDescriptor(tableName=name, columns=[family], attributes=attributes)
-
-
-def key_before(key: bytes) -> bytes | None:
-    """The greatest stored row key below ``key`` (stored keys all have 12 bytes), or None
-    when no stored key can be below it. HBase's reversed scans start inclusively, so an
-    exclusive upper bound becomes this key."""
-    if len(key) > KEY_BYTES:
-        raise ValueError(f"row keys have {KEY_BYTES} bytes, got {len(key)}")
-    value = int.from_bytes(key.ljust(KEY_BYTES, b"\x00"), "big")
-    if value == 0:
-        return None
-    return (value - 1).to_bytes(KEY_BYTES, "big")

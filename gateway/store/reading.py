@@ -62,14 +62,15 @@ class KeyRangeReader(PartitionReader):
             if self.reverse:
                 self._upper = lower  # older rows never come: done for good
             elif rows:
-                self._lower = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) + b"\x00"
+                last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1])
+                self._lower = rowkey.key_after(last)
             else:
                 self._lower = lower
             return ReadResult(rows, size, True)
         if self.reverse:
             self._upper = last
         else:
-            self._lower = last + b"\x00"  # keys are fixed-length: the next key after it
+            self._lower = rowkey.key_after(last)
         return ReadResult(rows, size, False)
 
     def close(self) -> None:
@@ -104,9 +105,7 @@ def after_for_start(start: MessageId | None, reverse: bool) -> MessageId | None:
     None for no start."""
     if start is None:
         return None
-    ts, seq = start
+    start = MessageId(*start)
     if reverse:
-        return None if start >= rowkey.MAX_ID else rowkey.next_id(MessageId(ts, seq))
-    if seq > 0:
-        return MessageId(ts, seq - 1)
-    return MessageId(ts - 1, rowkey.MAX_SEQUENCE) if ts > 0 else None
+        return None if start >= rowkey.MAX_ID else rowkey.next_id(start)
+    return rowkey.previous_id(start)

@@ -1,14 +1,12 @@
-"""The HBase layout: addresses, split keys, descriptors and the key arithmetic of reversed scans."""
+"""The HBase layout: addresses, split keys and descriptors (the key arithmetic of reversed
+scans is the row key's: tests/unit/test_rowkey.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from gateway import rowkey
 from gateway.errors import InvalidArgument
 from gateway.store import hbase_schema as schema
 from gateway.store.hbase import _admin_idl
@@ -91,34 +89,6 @@ def test_descriptor_carries_the_seed_settings() -> None:
     assert d.attributes[b"KeyPrefixRegionSplitPolicy.prefix_length"] == b"2"
     one = schema.table_descriptor(admin, "ns", "q", 600, {})
     assert one.attributes[b"SPLIT_POLICY"].endswith(b"DisabledRegionSplitPolicy")
-
-
-keys = st.builds(
-    rowkey.encode,
-    st.integers(0, 32766),
-    st.integers(0, 2**63 - 1),
-    st.integers(0, 32767),
-)
-
-
-@given(keys, keys)
-def test_key_before_turns_an_exclusive_bound_into_an_inclusive_one(
-    key: bytes, bound: bytes
-) -> None:
-    before = schema.key_before(bound)
-    assert before is not None or bound == bytes(12)
-    assert (key < bound) == (before is not None and key <= before)
-
-
-@given(keys, st.integers(0, 32767))
-def test_key_before_partition_bounds(key: bytes, partition: int) -> None:
-    start = rowkey.partition_start(partition)
-    before = schema.key_before(start)
-    assert (key >= start) == (before is None or key > before)
-    end = rowkey.partition_end(partition) if partition < 32767 else b"\x80"
-    before_end = schema.key_before(end)
-    assert before_end is not None
-    assert (key < end) == (key <= before_end)
 
 
 def test_first_line_of_an_hbase_error_takes_bytes_and_text() -> None:

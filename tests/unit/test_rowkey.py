@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -70,3 +73,62 @@ def test_consecutive_keys_are_the_keys_of_consecutive_ids(
 def test_consecutive_keys_refuse_out_of_range_parts(args: tuple[int, int, int, int]) -> None:
     with pytest.raises(ValueError, match="out of range"):
         rowkey.consecutive_keys(*args)
+
+
+keys = st.builds(rowkey.encode, partitions, timestamps, sequences)
+
+
+@given(keys, keys)
+def test_key_before_turns_an_exclusive_bound_into_an_inclusive_one(
+    key: bytes, bound: bytes
+) -> None:
+    before = rowkey.key_before(bound)
+    assert before is not None or bound == bytes(rowkey.KEY_LENGTH)
+    assert (key < bound) == (before is not None and key <= before)
+
+
+@given(keys, st.integers(0, rowkey.MAX_PARTITIONS))
+def test_key_before_partition_bounds(key: bytes, partition: int) -> None:
+    start = rowkey.partition_start(partition)
+    before = rowkey.key_before(start)
+    assert (key >= start) == (before is None or key > before)
+    end = rowkey.partition_end(partition)
+    before_end = rowkey.key_before(end)
+    assert before_end is not None
+    assert (key < end) == (key <= before_end)
+
+
+def test_the_last_partition_ends_above_every_key() -> None:
+    assert rowkey.partition_end(rowkey.MAX_PARTITION_ID) == rowkey.partition_start(
+        rowkey.MAX_PARTITIONS
+    )
+    assert rowkey.partition_end(rowkey.MAX_PARTITIONS) == b"\x80"
+    with pytest.raises(ValueError, match="12 bytes"):
+        rowkey.key_before(bytes(13))
+
+
+@given(keys, keys)
+def test_key_after_turns_an_exclusive_bound_into_an_inclusive_one(key: bytes, bound: bytes) -> None:
+    assert (key > bound) == (key >= rowkey.key_after(bound))
+
+
+@given(timestamps, sequences)
+def test_previous_id_is_the_immediate_predecessor(ts: int, seq: int) -> None:
+    mid = MessageId(ts, seq)
+    prev = rowkey.previous_id(mid)
+    if prev is None:
+        assert mid == MessageId(0, 0)
+    else:
+        assert prev < mid and rowkey.next_id(prev) == mid
+
+
+def test_the_layout_imports_no_fast_path() -> None:
+    """purefast and the C build on rowkey, so importing rowkey must not import them (a cycle
+    otherwise); consecutive_keys is reached through it on first use."""
+    code = (
+        "import sys; import gateway.rowkey as r; "
+        "loaded = sorted(m for m in sys.modules if m.startswith('gateway.')); "
+        "assert loaded == ['gateway.rowkey'], loaded; "
+        "from gateway import fast; assert r.consecutive_keys is fast.consecutive_keys"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -22,6 +22,7 @@
 #include <thrift/transport/TTransportException.h>
 
 #include "HQueueService.h"
+#include "hqueue_constants.h"
 
 namespace hqx {
 
@@ -89,7 +90,7 @@ inline Options parseOptions(int argc, char** argv, const std::string& allowed) {
     else if (a == "--tls-cert") o.tlsCert = value();
     else if (a == "--tls-key") o.tlsKey = value();
     else if (a == "--batch" && takes(a)) o.batch = static_cast<int>(parseInt(a, value(), 1, 1000000));
-    else if (a == "--partition" && takes(a)) o.partition = static_cast<int>(parseInt(a, value(), 0, 32766));
+    else if (a == "--partition" && takes(a)) o.partition = static_cast<int>(parseInt(a, value(), 0, hqueue::g_hqueue_constants.MAX_PARTITION_ID));
     else if (a == "--topic" && takes(a)) o.topics.push_back(value());
     else if (a == "--reverse" && takes(a)) o.reverse = true;
     else if (a == "--status" && takes(a)) o.status = static_cast<int>(parseInt(a, value(), -2147483648L, 2147483647L));

@@ -20,8 +20,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../hqueue_contract/hqueue_limits.h"
+
 #define MAX_DEPTH 64
-#define MAX_PARTITION 32766 /* hqueue_contract.limits.MAX_PARTITION_ID */
+#define MAX_PARTITION HQ_MAX_PARTITION_ID
 
 static PyTypeObject *MessageType = NULL;
 static PyTypeObject *MessageIDType = NULL;
@@ -245,7 +247,7 @@ static PyObject *write_put(int seqid, const char *queue, Py_ssize_t queue_len, i
 static int check_partition_arg(int partition)
 {
     if (partition < -1 || partition > MAX_PARTITION) {
-        PyErr_SetString(PyExc_ValueError, "partition must be -1 (none) or 0..32766");
+        PyErr_SetString(PyExc_ValueError, "partition must be -1 (none) or 0.." HQ_STR(HQ_MAX_PARTITION_ID));
         return -1;
     }
     return 0;

@@ -23,9 +23,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_PARTITION 32766  /* hqueue_contract.limits.MAX_PARTITION_ID */
-#define MAX_PARTITIONS 32767 /* hqueue_contract.limits.MAX_PARTITIONS */
-#define MAX_TOPIC 255        /* bytes, as records._check_topic */
+#include "../../hqueue_contract/hqueue_limits.h"
+
+#define MAX_PARTITION HQ_MAX_PARTITION_ID
+#define MAX_PARTITIONS HQ_MAX_PARTITIONS
+#define MAX_TOPIC 255 /* bytes, as records._check_topic */
 
 typedef struct {
     const char *t, *v; /* in the block, or in the scratch buffer when the string had escapes */
@@ -588,7 +590,7 @@ static PyObject *encode_block(PyObject *self, PyObject *args)
         goto done;
     }
     if (topic_partitions < 0 || topic_partitions > MAX_PARTITIONS) {
-        PyErr_SetString(PyExc_ValueError, "topic_partitions must be 0 (none) or 1..32767");
+        PyErr_SetString(PyExc_ValueError, "topic_partitions must be 0 (none) or 1.." HQ_STR(HQ_MAX_PARTITIONS));
         goto done;
     }
     if (first < 0 || queue_len > INT32_MAX) {

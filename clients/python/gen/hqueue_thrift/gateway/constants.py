@@ -12,3 +12,6 @@ from thrift.TRecursive import fix_spec
 
 import sys
 from .ttypes import *
+MAX_PARTITIONS = 32767
+MAX_PARTITION_ID = 32766
+MAX_SEQUENCE = 32767

@@ -2,6 +2,7 @@ package com.hqueue.examples;
 
 import com.hqueue.thrift.generated.IOError;
 import com.hqueue.thrift.generated.TMessage;
+import com.hqueue.thrift.generated.hqueueConstants;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
@@ -41,7 +42,7 @@ public final class Producer {
       throw new Common.UsageError("expected one QUEUE argument");
     }
     int batchSize = o.intValue("--batch", 1000, 1, 1_000_000);
-    int partition = o.intValue("--partition", -1, 0, 32767);
+    int partition = o.intValue("--partition", -1, 0, hqueueConstants.MAX_PARTITION_ID);
     boolean hex = o.has("--hex");
     String queue = o.args.get(0);
 

@@ -2,6 +2,7 @@ package com.hqueue.examples;
 
 import com.hqueue.thrift.generated.TMessage;
 import com.hqueue.thrift.generated.TMessageScan;
+import com.hqueue.thrift.generated.hqueueConstants;
 import java.io.BufferedWriter;
 import java.io.OutputStreamWriter;
 import java.io.Writer;
@@ -33,7 +34,7 @@ public final class Scanner {
       throw new Common.UsageError("expected one QUEUE argument");
     }
     int batchSize = o.intValue("--batch", 1000, 1, 1_000_000);
-    int partition = o.intValue("--partition", -1, 0, 32767);
+    int partition = o.intValue("--partition", -1, 0, hqueueConstants.MAX_PARTITION_ID);
     boolean hex = o.has("--hex");
     ByteBuffer queue = ByteBuffer.wrap(o.args.get(0).getBytes(StandardCharsets.UTF_8));
 
