@@ -232,9 +232,10 @@ class EmbeddedStore(
             group = self._log.current
             floors = group.floors
             names: list[tuple[str, int]] = []  # (family, rows) per batch
-            for partition, keys, topics, values in batches:
-                if not keys:
+            for partition, first, topics, values in batches:
+                if not values:
                     continue
+                keys = rowkey.consecutive_keys(partition, first[0], first[1], len(values))
                 layout, (_, handle) = self._family(queue, partition)
                 name = layout.name_of(partition)
                 cells = wal_cells(keys, topics, values)
