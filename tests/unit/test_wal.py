@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from gateway import rowkey
 from gateway.fast import Syncer, put_wal_cells, wal_cells
+from gateway.rowkey import MessageId
 from gateway.store import wal as wal_module
 from gateway.store.wal import MAX_SPARES, LogError, WriteAheadLog
 
@@ -243,6 +244,8 @@ def test_a_store_killed_mid_write_keeps_every_acknowledged_message(tmp_path: Pat
                     break
             want = [b"%d:%d:" % (i, j) + b"x" * 100 for i in range(p, 300, 3) for j in range(20)]
             assert got == want
+            # each put was one record, replayed whole: the newest id is its last message's
+            assert s.last_id(meta, p) == MessageId(1_000_000 + 297 + p, 19)
     finally:
         s.stop()
     # a clean stop leaves nothing to replay

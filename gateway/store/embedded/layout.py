@@ -5,7 +5,8 @@ default one partition each, at most ``MAX_FAMILIES_PER_QUEUE`` regions, ``FAMILY
 queues), and each region is a
 column family ``<name>@<generation>#<region>``, so truncate and re-create swap in fresh families
 and drop the old ones at once. The default family holds queue metadata. Keys are the shared row
-keys of :mod:`gateway.rowkey`; a value is topic length + topic + body.
+keys of :mod:`gateway.rowkey` (of a put's first message); a value is a put record
+(records.py), or topic length + topic + body in data written before records.
 
 Why regions: a partition only ever grows at its end, so in a family of its own new data never
 overlaps older data and compaction writes each byte about once. One family for all partitions
