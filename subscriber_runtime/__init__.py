@@ -28,6 +28,7 @@ _EXPORTS = {
     "Queue": "subscriber",
     "Subscriber": "subscriber",
     "create_subscriber": "subscriber",
+    "SubscriberOptions": "options",
     "Subscription": "subscription",
     # Subscription(retry=...): the record's type, from hqueue_contract.registry (it was
     # importable only as hqueue.subscriptions.RetryPolicy before the contract package)

@@ -13,95 +13,21 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .config import SubscriberConfig, add_flags, from_args
+
 
 def build_parser() -> argparse.ArgumentParser:
+    """The flags of every SubscriberConfig setting (subscriber_runtime.config: names, defaults
+    and help are written there once)."""
     p = argparse.ArgumentParser(
         prog="hqueue-subscriber",
         description="Receive the messages an hqueue gateway pushes, and pass them to listeners.",
     )
-    p.add_argument("--gateway", required=True, metavar="HOST:PORT", help="the gateway")
-    p.add_argument("--queue", required=True)
-    p.add_argument("--name", required=True, help="the subscriber's name (its checkpoints)")
-    p.add_argument("--topics", default="", help="comma-separated topics (default: all)")
-    p.add_argument(
-        "--partitions",
-        default="",
-        metavar="P[:START],...",
-        help="partitions, each with an optional start TIMESTAMP_MS[.SEQ] or 'earliest' "
-        "(default: all, from the stored checkpoint or from now)",
-    )
-    p.add_argument(
-        "--listener",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="print, blackhole, jsonl:PATH or package.module:callable; repeatable, called in "
-        "order (default: print)",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
-    p.add_argument("--advertise-host", help="host the gateway connects to (default: --host)")
-    p.add_argument(
-        "--zookeeper",
-        metavar="HOST:PORT[/CHROOT]",
-        help="register in ZooKeeper directly (default: through the gateway, with a lease)",
-    )
-    p.add_argument(
-        "--session-timeout",
-        type=float,
-        default=10.0,
-        metavar="SECONDS",
-        help="ZooKeeper session timeout (default %(default)s)",
-    )
-    p.add_argument(
-        "--lease",
-        type=int,
-        default=10,
-        metavar="SECONDS",
-        help="lease length when registered through the gateway (default %(default)s)",
-    )
-    p.add_argument(
-        "--max-attempts",
-        type=int,
-        metavar="N",
-        help="deliveries of a failing message before it becomes a dead letter; 0 = retry "
-        "forever (default 16)",
-    )
-    p.add_argument(
-        "--retry-backoff",
-        metavar="FIRST_MS[:MAX_MS]",
-        help="back-off between retries of a failed delivery (default 100:10000)",
-    )
-    p.add_argument(
-        "--shared",
-        action="store_true",
-        help="join the consumer group of this name: its members share the partitions "
-        "(through the gateway, or with --zookeeper as an ephemeral members/<address> node)",
-    )
-    p.add_argument(
-        "--max-batch", type=int, metavar="N", help="messages per delivery (default: the gateway's)"
-    )
-    tls = p.add_argument_group("TLS")
-    tls.add_argument(
-        "--tls-ca", metavar="PEM", help="connect to the gateway over TLS, trusting this CA"
-    )
-    tls.add_argument(
-        "--tls-cert",
-        metavar="PEM",
-        help="serve consumeMessages over TLS with this certificate (the gateway needs --tls-ca); "
-        "also the client certificate presented to a gateway requiring mutual TLS",
-    )
-    tls.add_argument("--tls-key", metavar="PEM", help="its private key (default: in --tls-cert)")
-    tls.add_argument(
-        "--tls-client-ca",
-        metavar="PEM",
-        help="accept pushes only from gateways with a certificate this CA signed (mutual TLS)",
-    )
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_flags(p)
     return p
 
 
-def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, Any]:
+def _tls(parser: argparse.ArgumentParser, args: SubscriberConfig) -> tuple[Any, Any]:
     """(client TLS to the gateway, server context for consumeMessages); usage errors named."""
     from hqueue.errors import InvalidArgument
     from hqueue.tls import TLS
@@ -126,7 +52,7 @@ def _tls(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = from_args(parser.parse_args(argv))
 
     # gevent at the edge: patch once, here, before anything opens sockets.
     from gevent import monkey
@@ -157,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_batch=args.max_batch,
             shared=args.shared,
         )
-        listeners = [load_listener(spec) for spec in args.listener or ["print"]]
+        listeners = [load_listener(spec) for spec in args.listener]
     except (ValueError, ImportError, AttributeError) as exc:
         parser.error(str(exc))
     subscriber = Subscriber(
@@ -170,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         advertise_host=args.advertise_host,
         zookeeper=args.zookeeper,
         session_timeout=args.session_timeout,
-        lease_seconds=args.lease,
+        lease_seconds=args.lease_seconds,
         tls=client_tls,
         server_tls=server_tls,
     )

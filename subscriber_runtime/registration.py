@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import gevent
-from hqueue.client import Connection
+from hqueue.connection import Connection
 from hqueue_contract import registry as layout
 from hqueue_contract import zk
 
@@ -41,7 +41,7 @@ class Registration(abc.ABC):
         """Drops the registration without telling anyone (``Subscriber.kill``)."""
 
 
-Gateways = list[tuple[str, int]]  # as hqueue.client.gateway_addresses returns them
+Gateways = list[tuple[str, int]]  # as hqueue.connection.gateway_addresses returns them
 
 
 def partition_count(gateways: Gateways, queue: str, timeout: float = 10.0, tls: Any = None) -> int:

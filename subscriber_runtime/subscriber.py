@@ -18,22 +18,28 @@ using it as a library must call ``gevent.monkey.patch_all()`` first thing, and w
 from __future__ import annotations
 
 import logging
-import ssl
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import gevent
 import gevent.event
 import gevent.lock
-from hqueue.client import Connection, gateway_addresses
-from hqueue.client import Queue as HQueue
+from hqueue.connection import Connection, gateway_addresses
 from hqueue.errors import InvalidArgument
-from hqueue.tls import TLSOption, client_context
+from hqueue.queue import Queue as HQueue
+from hqueue.tls import client_context
 from hqueue_contract.protocol import Address
 
 from .listeners import Listener, Messages, call_listener
+from .options import SubscriberOptions, resolved
 from .registration import GatewayRegistration, Registration, ZooKeeperRegistration
 from .server import STATUS_FAILED, STATUS_OK, STATUS_STOPPING, SubscriberServer
 from .subscription import Subscription
+
+if TYPE_CHECKING:
+    # in typing since 3.11; typing_extensions (which type checkers ship with) for 3.10, and
+    # only for the checker: no runtime dependency
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -51,20 +57,11 @@ class Subscriber:
         queue: str,
         subscription: Subscription,
         listeners: Sequence[Listener],
-        *,
-        host: str = "127.0.0.1",
-        port: int = 0,
-        advertise_host: str | None = None,
-        zookeeper: str | None = None,
-        session_timeout: float = 10.0,
-        lease_seconds: int = 10,
-        grace: float = 10.0,
-        tls: TLSOption = None,
-        server_tls: ssl.SSLContext | None = None,
+        **options: Unpack[SubscriberOptions],
     ) -> None:
-        """``tls``: how to connect to the gateway (see :func:`hqueue.protocol.connect`);
-        ``server_tls``: serve consumeMessages over TLS with this server-side context
-        (:func:`hqueue.tls.server_context`; the gateway then needs ``--tls-ca``)."""
+        """``options``: see :class:`~subscriber_runtime.options.SubscriberOptions`."""
+        o = resolved("Subscriber", options)
+        port = o["port"]
         self.gateways = gateway_addresses(gateway, argument="gateway")
         if not isinstance(queue, str) or not queue:
             raise InvalidArgument("queue", f"must be a queue name (str), got {queue!r}")
@@ -84,15 +81,15 @@ class Subscriber:
         self.queue = queue
         self.subscription = subscription
         self.listeners = list(listeners)
-        self.host = host
+        self.host = o["host"]
         self.port = port
-        self.advertise_host = advertise_host or host
-        self.zookeeper = zookeeper
-        self.session_timeout = session_timeout
-        self.lease_seconds = lease_seconds
-        self.grace = grace  # seconds
-        self.tls = client_context(tls)
-        self.server_tls = server_tls
+        self.advertise_host = o["advertise_host"] or self.host
+        self.zookeeper = o["zookeeper"]
+        self.session_timeout = o["session_timeout"]
+        self.lease_seconds = o["lease_seconds"]
+        self.grace = o["grace"]  # seconds
+        self.tls = client_context(o["tls"])
+        self.server_tls = o["server_tls"]
         self.received = 0  # messages acknowledged
         self.failed_batches = 0
         self._server: SubscriberServer | None = None
@@ -224,20 +221,7 @@ def create_subscriber(
     queue: str,
     subscription: Subscription,
     listeners: Iterable[Listener],
-    *,
-    zookeeper: str | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    advertise_host: str | None = None,
-    session_timeout: float = 10.0,
-    lease_seconds: int = 10,
-    grace: float = 10.0,
-    tls: TLSOption = None,
-    server_tls: ssl.SSLContext | None = None,
+    **options: Unpack[SubscriberOptions],
 ) -> Subscriber:
     """A :class:`Subscriber`, not started yet (the arguments are its own)."""
-    return Subscriber(
-        gateway, queue, subscription, list(listeners), host=host, port=port,
-        advertise_host=advertise_host, zookeeper=zookeeper, session_timeout=session_timeout,
-        lease_seconds=lease_seconds, grace=grace, tls=tls, server_tls=server_tls,
-    )  # fmt: skip
+    return Subscriber(gateway, queue, subscription, list(listeners), **options)

@@ -33,8 +33,8 @@ GATEWAY_ONLY = {"rocksdict", "happybase", "kazoo", "prometheus_client", "flask"}
 # Its signature names the runtime's types (Subscription, Subscriber, Listener) for the type
 # checker only: under `if TYPE_CHECKING:`, which never runs (scope "TYPE_CHECKING" below).
 ALLOWED_UPWARD = {
-    ("clients/python/hqueue/client.py", "create_subscriber", "subscriber_runtime"),
-    ("clients/python/hqueue/client.py", "TYPE_CHECKING", "subscriber_runtime"),
+    ("clients/python/hqueue/queue.py", "create_subscriber", "subscriber_runtime"),
+    ("clients/python/hqueue/queue.py", "TYPE_CHECKING", "subscriber_runtime"),
 }
 
 

@@ -96,6 +96,34 @@ def test_subscriber_takes_addresses_as_connection_does() -> None:
     assert made.zookeeper == "zk:2181/x" and made.gateways == [("h", 1), ("g", 2)]
 
 
+def test_the_subscriber_options_are_stated_once_and_checked() -> None:
+    """Subscriber, Queue.create_subscriber and create_subscriber take SubscriberOptions: the
+    defaults of DEFAULTS, the queue's ZooKeeper and TLS, and no keyword that is not an option
+    (``**options`` would otherwise swallow a misspelt one)."""
+    from subscriber_runtime import BlackHoleListener, Subscriber, create_subscriber
+    from subscriber_runtime.options import DEFAULTS, SubscriberOptions
+
+    assert set(DEFAULTS) == SubscriberOptions.__optional_keys__
+    sub, listeners = Subscription("s"), [BlackHoleListener()]
+    s = Subscriber("h:1", "q", sub, listeners)
+    assert (s.host, s.port, s.advertise_host, s.zookeeper) == ("127.0.0.1", 0, "127.0.0.1", None)
+    assert (s.session_timeout, s.lease_seconds, s.grace, s.tls, s.server_tls) == (
+        10.0, 10, 10.0, None, None,
+    )  # fmt: skip
+    made = create_subscriber("h:1", "q", sub, listeners, port=7, grace=2.5, advertise_host="a")
+    assert (made.port, made.grace, made.advertise_host, made.host) == (7, 2.5, "a", "127.0.0.1")
+    q = Connection("h:1").queue("q", zookeeper="zk:1/x")
+    assert q.create_subscriber(sub, listeners, zookeeper="zk:2/y").zookeeper == "zk:2/y"
+    with pytest.raises(
+        TypeError, match=r"Subscriber\(\) got an unexpected keyword argument .lease"
+    ):
+        Subscriber("h:1", "q", sub, listeners, lease=4)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'bogus'"):
+        create_subscriber("h:1", "q", sub, listeners, bogus=1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'lease_secs'"):
+        q.create_subscriber(sub, listeners, lease_secs=4)  # type: ignore[call-arg]
+
+
 def test_record_checkpoints_decode_as_message_ids() -> None:
     from hqueue_contract.registry import SubscriberRecord, before
 

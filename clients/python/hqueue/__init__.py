@@ -1,6 +1,7 @@
 """hqueue: a distributed, persistent message queue on HBase, served through Thrift.
 
-The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.errors`)::
+The client API (see :mod:`hqueue.connection`, :mod:`hqueue.queue`, :mod:`hqueue.pool`,
+:mod:`hqueue.errors`)::
 
     import hqueue
 
@@ -12,11 +13,12 @@ The client API (see :mod:`hqueue.client`, :mod:`hqueue.pool`, :mod:`hqueue.error
 """
 
 from .batch import Batch
-from .client import Connection, Queue, QueueInfo
+from .connection import Connection, QueueInfo
 from .errors import HQueueError, InvalidArgument, PoolTimeout, ServerError, TransportError
 from .message import Message, MessageID
 from .pool import ConnectionPool
 from .producer import Producer
+from .queue import Queue
 from .tls import TLS
 
 __version__ = "0.1.0"

@@ -58,7 +58,7 @@ static int ready(void)
     return 0;
 }
 
-/* ---- errors naming the argument, as hqueue.client._int and _bytes word them -------------- */
+/* ---- errors naming the argument, as hqueue.arguments._int and _bytes word them -------------- */
 
 static void invalid(const char *prefix, Py_ssize_t index, const char *field, PyObject *reason)
 {

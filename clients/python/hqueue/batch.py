@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import InvalidArgument
 
 if TYPE_CHECKING:
-    from .client import Bytes, Queue
+    from .arguments import Bytes
+    from .queue import Queue
 
 
 class Batch:

@@ -28,7 +28,7 @@ from . import codec, protocol
 from .errors import InvalidArgument, ServerError, TransportError
 
 if TYPE_CHECKING:
-    from .client import Connection
+    from .connection import Connection
 
 READ_CHUNK = 256 * 1024
 MAX_REPLY_BYTES = 512 * 1024 * 1024  # a server announcing more is not one we talk to

@@ -1,4 +1,4 @@
-"""A pool of :class:`~hqueue.client.Connection` objects shared by threads or greenlets.
+"""A pool of :class:`~hqueue.Connection` objects shared by threads or greenlets.
 
     pool = ConnectionPool(size=8, host="127.0.0.1", port=9190)
     with pool.connection() as conn:
@@ -24,7 +24,7 @@ from typing import Any
 
 import greenlet
 
-from .client import DEFAULT_HOST, DEFAULT_PORT, Connection
+from .connection import DEFAULT_HOST, DEFAULT_PORT, Connection
 from .errors import HQueueError, InvalidArgument, PoolTimeout, TransportError
 
 

@@ -44,8 +44,10 @@ from typing import Any
 from hqueue_contract.limits import MAX_PARTITION_ID
 
 from . import codec, fastpath
-from .client import DEFAULT_BATCH_SIZE, DEFAULT_HOST, DEFAULT_PORT, Bytes, Connection, _bytes, _int
+from .arguments import Bytes, _bytes, _int
+from .connection import DEFAULT_HOST, DEFAULT_PORT, Connection
 from .errors import HQueueError, InvalidArgument, TransportError
+from .queue import DEFAULT_BATCH_SIZE
 
 DeliveryCallback = Callable[[int, "BaseException | None"], None]
 
