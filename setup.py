@@ -18,6 +18,13 @@ setup(
             depends=["gateway/_rowkey.h", LIMITS_H],
             extra_compile_args=["-O2"],
         ),
+        # the embedded store's put records: a put's messages as one entry, and their scan loop
+        Extension(
+            "gateway._records",
+            ["gateway/_records.c"],
+            depends=["gateway/_rowkey.h"],
+            extra_compile_args=["-O2"],
+        ),
         # the merged scans' k-way merge (gateway/scanners.py)
         Extension("gateway._merge", ["gateway/_merge.c"], extra_compile_args=["-O2"]),
         # the HBase store's Thrift1 codec (mutateRows calls, scannerGetList replies)

@@ -14,7 +14,9 @@ Owners (one C module each, docs/ARCHITECTURE.md "Fast paths"):
   ``encode_messages_reply`` (a scan's reply bytes);
 - the merged scans' merge, gateway/_merge.c: ``merge_rows``;
 - the embedded store, gateway/_wal.c: ``consecutive_keys`` (row keys), ``wal_cells``,
-  ``put_wal_cells``, ``scan_cells``, ``Syncer``;
+  ``put_wal_cells``, ``scan_cells``, ``Syncer``; its put records, gateway/_records.c:
+  ``wal_records`` (a put's records as log cells), ``scan_records`` (the scan loop over rows
+  and records);
 - the HBase store's codec, gateway/store/_hbasecodec.c: ``encode_mutate_rows``,
   ``decode_rows_reply``.
 """
@@ -27,6 +29,7 @@ PURE_PYTHON = os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0")
 
 if not PURE_PYTHON:
     from ._merge import merge_rows
+    from ._records import scan_records, wal_records
     from ._wal import Syncer, consecutive_keys, put_wal_cells, scan_cells, wal_cells
     from ._wirecheck import encode_messages_reply, extract_put, scan
     from .store._hbasecodec import decode_rows_reply, encode_mutate_rows
@@ -42,7 +45,9 @@ else:  # the twins have the C functions' signatures (the stubs' types are the co
         put_wal_cells,
         scan,
         scan_cells,
+        scan_records,
         wal_cells,
+        wal_records,
     )
 
 __all__ = [
@@ -57,5 +62,7 @@ __all__ = [
     "put_wal_cells",
     "scan",
     "scan_cells",
+    "scan_records",
     "wal_cells",
+    "wal_records",
 ]

@@ -121,6 +121,12 @@ def previous_id(message_id: MessageId) -> MessageId | None:
     return MessageId(ts - 1, MAX_SEQUENCE) if ts > 0 else None
 
 
+def nth_id(first: MessageId, n: int) -> MessageId:
+    """The ``n``-th of the consecutive ids from ``first`` (``first`` itself for 0)."""
+    s = first[1] + n
+    return MessageId(first[0] + s // (MAX_SEQUENCE + 1), s % (MAX_SEQUENCE + 1))
+
+
 # The value stored under a row key in the embedded store: topic length (1 byte), topic, body.
 # HBase keeps the topic as the column qualifier instead; both decode to (topic, body).
 

@@ -22,7 +22,7 @@ from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
-from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, consecutive_keys
+from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 from .store.reading import after_for_start
@@ -213,9 +213,7 @@ class GatewayService:
                 continue
             ts, seq = self._allocator(meta, pid).allocate(len(values))
             firsts[pid] = (ts, seq)
-            batches.append(
-                PutBatch(pid, consecutive_keys(pid, ts, seq, len(values)), topics, values)
-            )
+            batches.append(PutBatch(pid, MessageId(ts, seq), topics, values))
         if batches:
             self._save_extras(meta, firsts, extras)  # first: a visible message's key is found
             self._write(meta, batches)
@@ -302,15 +300,14 @@ class GatewayService:
                         last = alloc.last
                         assert last is not None
                         cluster.check_id(last.timestamp)
-                        keys = consecutive_keys(pid, ts, seq, len(values))
-                        batches.append(PutBatch(pid, keys, topics, values))
+                        batches.append(PutBatch(pid, MessageId(ts, seq), topics, values))
                     # before the rows (see _store); only the local groups' (a forwarded
                     # group's owner saves its own)
                     self._save_extras(meta, {b.partition: firsts[b.partition] for b in batches},
                                       extras)  # fmt: skip
                     self._write(meta, batches)
                 for b in batches:
-                    cluster.count_put(name, b.partition, len(b.keys))
+                    cluster.count_put(name, b.partition, len(b.values))
                 if self.after_put is not None:
                     self.after_put(name, [b.partition for b in batches])
         finally:

@@ -65,10 +65,13 @@ Row = tuple[int, int, bytes, bytes]
 
 
 class PutBatch(NamedTuple):
-    """Messages for one partition: row keys (ascending), topics and bodies, index-aligned."""
+    """Messages for one partition: the id of the first, then topics and bodies, index-aligned.
+
+    The ids are consecutive (:func:`gateway.rowkey.consecutive_ids` from ``first``: the
+    allocator reserves them at once), so a store makes the keys its layout needs itself."""
 
     partition: int
-    keys: list[bytes]
+    first: MessageId
     topics: list[bytes]
     values: list[bytes]
 

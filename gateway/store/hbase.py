@@ -267,9 +267,11 @@ class HBaseStore(PartitionStore):
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
         table = schema.table_name(self.address.namespace, queue.name)
         waits = []
-        for partition, keys, topics, values in batches:
-            if not keys:
+        for partition, first, topics, values in batches:
+            if not values:
                 continue
+            # one HBase row per message, under the seed's row key
+            keys = rowkey.consecutive_keys(partition, first[0], first[1], len(values))
             write = _Write(keys, topics, values)
             slot = (table, partition)
             lane = self._lanes.get(slot)

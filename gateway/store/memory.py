@@ -133,7 +133,8 @@ class MemoryStore(PartitionStore):
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
         # Every partition is checked before anything is written: a put fails as a whole.
         targets = [self._partition(queue, batch.partition) for batch in batches]
-        for rows, (partition, keys, topics, values) in zip(targets, batches, strict=True):
+        for rows, (partition, first, topics, values) in zip(targets, batches, strict=True):
+            keys = rowkey.consecutive_keys(partition, first[0], first[1], len(values))
             for key, topic, value in zip(keys, topics, values, strict=True):
                 rows.put(key, topic, value)
             if keys:

@@ -78,7 +78,7 @@ def put(
     keys = rowkey.consecutive_keys(partition, ts, 0, count)
     tops = [topics[i % len(topics)] for i in range(count)]
     values = [b"%d/%d/%d" % (partition, ts, i) for i in range(count)]
-    store.put(meta, [PutBatch(partition, keys, tops, values)])
+    store.put(meta, [PutBatch(partition, MessageId(ts, 0), tops, values)])
     return [(*rowkey.decode(k)[1:], t, v) for k, t, v in zip(keys, tops, values, strict=True)]
 
 
@@ -190,13 +190,14 @@ def test_put_then_scan_returns_a_partition_in_key_order(backend: PartitionStore)
     put(backend, meta, 0, T0 + 1, 2)  # other partitions stay apart
     put(backend, meta, 2, T0 - 1, 2)
     # several partitions in one call, binary topics and bodies, an empty body
-    odd = [rowkey.encode(1, T0 + 7, 3), rowkey.encode(1, T0 + 9, 0)]
+    # (and two batches of one partition)
     backend.put(
         meta,
         [
-            PutBatch(1, odd, [b"\x00\xff", b"t:2"], [b"", b"\x00\x01\xfe"]),
-            PutBatch(2, [rowkey.encode(2, T0 + 2, 0)], [b"c"], [b"x" * 70_000]),
-            PutBatch(0, [], [], []),  # an empty batch is nothing to write
+            PutBatch(1, MessageId(T0 + 7, 3), [b"\x00\xff"], [b""]),
+            PutBatch(1, MessageId(T0 + 9, 0), [b"t:2"], [b"\x00\x01\xfe"]),
+            PutBatch(2, MessageId(T0 + 2, 0), [b"c"], [b"x" * 70_000]),
+            PutBatch(0, MessageId(T0 + 3, 0), [], []),  # an empty batch is nothing to write
         ],
     )
     expected = [*first, (T0 + 7, 3, b"\x00\xff", b""), (T0 + 9, 0, b"t:2", b"\x00\x01\xfe")]
@@ -257,9 +258,8 @@ def test_a_scan_stops_once_its_rows_reach_max_bytes(backend: PartitionStore) -> 
     hold less than it (at least one row). HBase's scans ignored it and returned whole chunks
     (up to 1000 rows, whatever their size), and read as many ahead."""
     meta = new_queue(backend, 1)
-    keys = rowkey.consecutive_keys(0, T0, 0, 60)
     values = [b"%04d" % i + bytes(10_000) for i in range(60)]
-    backend.put(meta, [PutBatch(0, keys, [b"t"] * 60, values)])
+    backend.put(meta, [PutBatch(0, MessageId(T0, 0), [b"t"] * 60, values)])
     row = 1 + 10_004
     for reverse in (False, True):
         got: list[bytes] = []

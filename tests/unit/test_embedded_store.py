@@ -33,7 +33,7 @@ def store(tmp_path: Path) -> Iterator[EmbeddedStore]:
 def put(s: EmbeddedStore, meta: QueueMeta, partition: int, ts: int, count: int, topic=b"t"):
     keys = rowkey.consecutive_keys(partition, ts, 0, count)
     values = [f"{partition}:{ts}:{i}".encode() for i in range(count)]
-    s.put(meta, [PutBatch(partition, keys, [topic] * count, values)])
+    s.put(meta, [PutBatch(partition, MessageId(ts, 0), [topic] * count, values)])
     return [(rowkey.decode(k)[1], rowkey.decode(k)[2]) for k in keys]
 
 

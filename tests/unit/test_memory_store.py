@@ -16,8 +16,7 @@ HOUR_MS = 3600 * 1000
 
 
 def put(store: MemoryStore, meta: QueueMeta, partition: int, ts: int, count: int) -> None:
-    keys = rowkey.consecutive_keys(partition, ts, 0, count)
-    store.put(meta, [PutBatch(partition, keys, [b"t"] * count, [b"v"] * count)])
+    store.put(meta, [PutBatch(partition, MessageId(ts, 0), [b"t"] * count, [b"v"] * count)])
 
 
 def scan_all(store: MemoryStore, meta: QueueMeta, partition: int) -> list[tuple[int, int]]:
@@ -52,9 +51,9 @@ def test_putting_a_key_again_replaces_its_row_and_order_holds() -> None:
     store = MemoryStore()
     meta = store.create_queue(QueueMeta("q", 1, 3600))
     ts = wall_clock_ms()
-    keys = [rowkey.encode(0, ts, s) for s in (5, 1, 3)]
-    store.put(meta, [PutBatch(0, keys, [b"a"] * 3, [b"1", b"2", b"3"])])
-    store.put(meta, [PutBatch(0, [rowkey.encode(0, ts, 3)], [b"b"], [b"new"])])
+    store.put(meta, [PutBatch(0, MessageId(ts, s), [b"a"], [v]) for s, v in
+                     ((5, b"1"), (1, b"2"), (3, b"3"))])  # fmt: skip
+    store.put(meta, [PutBatch(0, MessageId(ts, 3), [b"b"], [b"new"])])
     r = store.reader(meta, 0, None, None, reverse=False, topics=None).read(10)
     assert r.rows == [(ts, 1, b"a", b"2"), (ts, 3, b"b", b"new"), (ts, 5, b"a", b"1")]
 
@@ -70,8 +69,8 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="limit"):
         store.reader(meta, 0, None, None, reverse=False, topics=None).read(0)
     # a put fails as a whole: nothing of partition 0 is written when partition 5 is refused
-    good = PutBatch(0, [rowkey.encode(0, wall_clock_ms(), 0)], [b"t"], [b"v"])
-    bad = PutBatch(5, [rowkey.encode(5, wall_clock_ms(), 0)], [b"t"], [b"v"])
+    good = PutBatch(0, MessageId(wall_clock_ms(), 0), [b"t"], [b"v"])
+    bad = PutBatch(5, MessageId(wall_clock_ms(), 0), [b"t"], [b"v"])
     with pytest.raises(InvalidArgument):
         store.put(meta, [good, bad])
     assert store.last_id(meta, 0) is None
@@ -92,7 +91,8 @@ def test_a_scan_stops_once_its_rows_hold_max_bytes() -> None:
     meta = store.create_queue(QueueMeta("q", 1, 3600))
     ts = wall_clock_ms()
     keys = rowkey.consecutive_keys(0, ts, 0, 5)
-    store.put(meta, [PutBatch(0, keys, [b"t"] * 5, [b"x" * 99] * 5)])  # 100 bytes a row
+    keys = rowkey.consecutive_keys(0, ts, 0, 5)
+    store.put(meta, [PutBatch(0, MessageId(ts, 0), [b"t"] * 5, [b"x" * 99] * 5)])  # 100 bytes a row
     reader = store.reader(meta, 0, None, None, reverse=False, topics=None)
     r = reader.read(10, 200)
     assert (len(r.rows), r.size, r.done) == (2, 200, False)

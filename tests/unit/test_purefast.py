@@ -21,10 +21,18 @@ from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
 from gateway import purefast as py
+from gateway import rowkey
+from gateway.rowkey import MAX_SEQUENCE
 
 T = hqueue_thrift()
 LIMITS = (4 * 1024 * 1024, 100_000, 801_024)
-C_MODULES = ("gateway._wirecheck", "gateway._wal", "gateway._merge", "gateway.store._hbasecodec")
+C_MODULES = (
+    "gateway._wirecheck",
+    "gateway._wal",
+    "gateway._records",
+    "gateway._merge",
+    "gateway.store._hbasecodec",
+)
 
 
 def _c(module: str) -> Any:
@@ -277,6 +285,72 @@ def test_scan_cells_twin(items: list, topics: Any, limit: int, budget: int, max_
     rows_py: list = []
     a = outcome(c.scan_cells, iter(items), lower, upper, topics, limit, budget, rows_c, max_bytes)
     b = outcome(py.scan_cells, iter(items), lower, upper, topics, limit, budget, rows_py, max_bytes)
+    assert (a, rows_c) == (b, rows_py)
+
+
+@st.composite
+def stored_entries(draw: Any) -> tuple[int, list[tuple[bytes, bytes]]]:
+    """(partition, entries) as RocksDB holds them: records of puts (of gateway._records'
+    wal_records, with small caps) and rows of one message each, in key order."""
+    c = _c("gateway._records")
+    partition = draw(st.integers(0, 2))
+    ts, seq = draw(st.integers(0, 4)), draw(st.integers(MAX_SEQUENCE - 6, MAX_SEQUENCE))
+    out: list[tuple[bytes, bytes]] = []
+    for _ in range(draw(st.integers(0, 4))):
+        n = draw(st.integers(1, 8))
+        if draw(st.booleans()):
+            topics = [draw(st.sampled_from([b"a", b"bb", b""])) for _ in range(n)]
+            values = [draw(st.binary(max_size=6)) for _ in range(n)]
+            caps = draw(st.integers(1, 5)), draw(st.integers(1, 30))
+            cells, records = c.wal_records(partition, ts, seq, topics, values, *caps)
+            assert py.wal_records(partition, ts, seq, topics, values, *caps) == (cells, records)
+            put = py.put_wal_cells(lambda k, v, into: into.append((k, v)), out, cells)
+            assert put == records
+        else:
+            n = 1
+            out.append((rowkey.encode(partition, ts, seq), b"\x01a" + draw(st.binary(max_size=4))))
+        ts, seq = rowkey.nth_id(rowkey.MessageId(ts, seq), n + draw(st.integers(0, 2)))
+    return partition, out
+
+
+bounds = st.tuples(st.integers(0, 6), st.integers(0, MAX_SEQUENCE), st.booleans())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stored_entries(),
+    st.none() | bounds,
+    st.none() | bounds,
+    st.booleans(),
+    st.none() | st.frozensets(st.sampled_from([b"a", b"bb", b""]), max_size=2),
+    st.integers(1, 10),
+    st.integers(1, 20),
+    st.sampled_from([1 << 62, 3, 12]),
+    edits,
+)
+def test_records_twin(
+    stored: Any, lo: Any, hi: Any, reverse: bool, topics: Any, limit: int, budget: int,
+    max_bytes: int, ed: list,
+) -> None:  # fmt: skip
+    c = _c("gateway._records")
+    partition, items = stored
+    lower = rowkey.partition_start(partition)
+    if lo is not None:
+        lower = rowkey.encode(partition, lo[0], lo[1]) + (b"\x00" if lo[2] else b"")
+    upper = rowkey.partition_end(partition)
+    if hi is not None:
+        upper = rowkey.encode(partition, hi[0], hi[1]) + (b"\x00" if hi[2] else b"")
+    if reverse:
+        items = items[::-1]
+    held = items[0] if items and ed else None  # an entry handed over from an earlier call
+    if ed and items:  # and a damaged one
+        k, v = items[-1]
+        items = [*items[:-1], (k, mangle(v, ed, None))]
+    args = (lower, upper, topics, limit, budget)
+    rows_c: list = []
+    rows_py: list = []
+    a = outcome(c.scan_records, iter(items), held, *args, rows_c, max_bytes, reverse)
+    b = outcome(py.scan_records, iter(items), held, *args, rows_py, max_bytes, reverse)
     assert (a, rows_c) == (b, rows_py)
 
 

@@ -17,6 +17,7 @@ from hqueue_contract.registry import SubscriberRecord
 
 from gateway import rowkey
 from gateway.ids import wall_clock_ms
+from gateway.rowkey import MessageId
 from gateway.store.base import PutBatch, QueueMeta, Row
 from gateway.store.memory import MemoryStore
 from gateway.subscriptions import registry as registry_module
@@ -88,7 +89,9 @@ class Setup:
 
     def put(self, partition: int, ts: int, count: int) -> list[tuple[int, int]]:
         keys = rowkey.consecutive_keys(partition, ts, 0, count)
-        self.store.put(self.meta, [PutBatch(partition, keys, [b"t"] * count, [b"v"] * count)])
+        self.store.put(
+            self.meta, [PutBatch(partition, MessageId(ts, 0), [b"t"] * count, [b"v"] * count)]
+        )
         self.manager.notify_put("q", [partition])
         return [rowkey.decode(k)[1:] for k in keys]
 

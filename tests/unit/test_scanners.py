@@ -22,7 +22,7 @@ Msg = tuple[int, int, int, bytes]  # (timestamp, sequence, partition, value)
 
 def fill(store: MemoryStore, meta: QueueMeta, messages: list[Msg]) -> None:
     for ts, seq, p, value in sorted(messages):
-        store.put(meta, [PutBatch(p, [rowkey.encode(p, ts, seq)], [b"t"], [value])])
+        store.put(meta, [PutBatch(p, MessageId(ts, seq), [b"t"], [value])])
 
 
 def read_all(scanner: Scanner, n: int, max_bytes: int = 1 << 30) -> list[Msg]:
@@ -151,7 +151,7 @@ def test_topic_filters_apply_to_every_partition(store: MemoryStore) -> None:
     for i in range(8):
         topic = b"want" if i % 3 == 0 else b"other"
         p = i % 2
-        store.put(meta, [PutBatch(p, [rowkey.encode(p, T0 + i, 0)], [topic], [b"%d" % i])])
+        store.put(meta, [PutBatch(p, MessageId(T0 + i, 0), [topic], [b"%d" % i])])
     got = read_all(Scanner(store, meta, [0, 1], spec(topics=frozenset({b"want"}))), 2)
     assert [m[3] for m in got] == [b"0", b"3", b"6"]
 

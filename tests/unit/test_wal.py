@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from gateway import rowkey
 from gateway.fast import Syncer, put_wal_cells, wal_cells
+from gateway.rowkey import MessageId
 from gateway.store import wal as wal_module
 from gateway.store.wal import MAX_SPARES, LogError, WriteAheadLog
 
@@ -195,7 +196,7 @@ CHILD = textwrap.dedent(
     """
     import os, signal, sys
     from gevent import monkey; monkey.patch_all()
-    from gateway import rowkey
+    from gateway.rowkey import MessageId
     from gateway.store.base import PutBatch, QueueMeta
     from gateway.store.embedded import LOG_SEGMENTS_KEPT, EmbeddedStore
 
@@ -204,9 +205,8 @@ CHILD = textwrap.dedent(
     meta = s.create_queue(QueueMeta("q", 3, 3600))
     for i in range(300):
         p = i % 3
-        keys = rowkey.consecutive_keys(p, 1_000_000 + i, 0, 20)
         values = [b"%d:%d:" % (i, j) + b"x" * 100 for j in range(20)]
-        s.put(meta, [PutBatch(p, keys, [b"t"] * 20, values)])
+        s.put(meta, [PutBatch(p, MessageId(1_000_000 + i, 0), [b"t"] * 20, values)])
         print(i, flush=True)  # acknowledged
     os.kill(os.getpid(), signal.SIGKILL)
     """
@@ -244,6 +244,8 @@ def test_a_store_killed_mid_write_keeps_every_acknowledged_message(tmp_path: Pat
                     break
             want = [b"%d:%d:" % (i, j) + b"x" * 100 for i in range(p, 300, 3) for j in range(20)]
             assert got == want
+            # each put was one record, replayed whole: the newest id is its last message's
+            assert s.last_id(meta, p) == MessageId(1_000_000 + 297 + p, 19)
     finally:
         s.stop()
     # a clean stop leaves nothing to replay
@@ -253,6 +255,7 @@ def test_a_store_killed_mid_write_keeps_every_acknowledged_message(tmp_path: Pat
 
 
 def test_only_families_still_holding_older_rows_are_flushed(tmp_path: Path) -> None:
+    from gateway.rowkey import MessageId
     from gateway.store.base import PutBatch, QueueMeta
     from gateway.store.embedded import EmbeddedStore
 
@@ -261,16 +264,15 @@ def test_only_families_still_holding_older_rows_are_flushed(tmp_path: Path) -> N
     try:
         meta = s.create_queue(QueueMeta("q", 2, 3600))
         for p in range(2):
-            keys = rowkey.consecutive_keys(p, 1_000_000, 0, 10)
-            s.put(meta, [PutBatch(p, keys, [b"t"] * 10, [b"v"] * 10)])
+            s.put(meta, [PutBatch(p, MessageId(1_000_000, 0), [b"t"] * 10, [b"v"] * 10)])
         marks = dict(s._rows)  # the end of a log segment
         families = s._live_families()
         assert set(marks) == set(families) == {"q@1#0", "q@1#1"}
         assert set(s._holding_rows_before(marks)) == {"q@1#0", "q@1#1"}
         families["q@1#0"][0].flush(True)  # as RocksDB does with a full memtable
         assert set(s._holding_rows_before(marks)) == {"q@1#1"}
-        keys = rowkey.consecutive_keys(0, 1_000_001, 0, 5)  # newer rows do not count
-        s.put(meta, [PutBatch(0, keys, [b"t"] * 5, [b"v"] * 5)])
+        # newer rows do not count
+        s.put(meta, [PutBatch(0, MessageId(1_000_001, 0), [b"t"] * 5, [b"v"] * 5)])
         assert set(s._holding_rows_before(marks)) == {"q@1#1"}
         s.truncate_queue("q")  # dropped families have nothing to keep
         assert s._holding_rows_before(marks) == {}

@@ -5,7 +5,8 @@ default one partition each, at most ``MAX_FAMILIES_PER_QUEUE`` regions, ``FAMILY
 queues), and each region is a
 column family ``<name>@<generation>#<region>``, so truncate and re-create swap in fresh families
 and drop the old ones at once. The default family holds queue metadata. Keys are the shared row
-keys of :mod:`gateway.rowkey`; a value is topic length + topic + body.
+keys of :mod:`gateway.rowkey` (of a put's first message); a value is a put record
+(records.py), or topic length + topic + body in data written before records.
 
 Why regions: a partition only ever grows at its end, so in a family of its own new data never
 overlaps older data and compaction writes each byte about once. One family for all partitions
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import struct
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gevent
@@ -48,7 +48,6 @@ _META_PREFIX = b"queue\x00"
 _GENERATION_KEY = b"generation"
 # Small records (see PartitionStore.get_record): b"record\x00" + namespace + b"\x00" + key.
 _RECORD_PREFIX = b"record\x00"
-_KEY = struct.Struct(">hqh")
 # Column families (regions) one queue gets at most; more partitions share them. RocksDB
 # rewrites its whole OPTIONS file for every family it creates or drops, so the families of all
 # queues together are capped too: past FAMILY_BUDGET a new queue gets one family (creating a

@@ -1,4 +1,10 @@
-"""A partition reader of the embedded store: a RocksDB iterator kept between reads."""
+"""A partition reader of the embedded store: a RocksDB iterator kept between reads.
+
+Entries are per-row values or records of several messages (records.py); the loop over them
+(gateway/_records.c, ``scan_records``) goes message by message, so bounds, the topic filter,
+limits and the rows-examined budget apply per message. A read may start or stop inside a
+record: a forward read starts at the record holding its first message (``seek_for_prev``),
+and one that stopped inside a record keeps it to go on from (``_held``)."""
 
 from __future__ import annotations
 
@@ -7,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 from rocksdict import Rdict, ReadOptions
 
 from ... import rowkey
-from ...fast import scan_cells
+from ...fast import scan_records
 from ...rowkey import MessageId
 from ..base import QueueMeta, Row
 from ..reading import KeyRangeReader
+from .records import is_record
 
 if TYPE_CHECKING:
     from .store import EmbeddedStore
@@ -18,7 +25,7 @@ if TYPE_CHECKING:
 # How many rows one read may look at before it hands control back (topic filters can skip
 # many rows; the event loop must keep serving meanwhile).
 MAX_EXAMINED_PER_SCAN = 4096
-_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_cells' statuses (2, 3: limit, budget)
+_SCAN_EXHAUSTED, _SCAN_OUT_OF_RANGE = 0, 1  # scan_records' statuses (2, 3: limit, budget)
 
 
 class _Reader(KeyRangeReader):
@@ -39,6 +46,7 @@ class _Reader(KeyRangeReader):
         super().__init__(queue, partition, after, stop, **kw)
         self._store = store
         self._items: Any = None  # the kept iterator (of items())
+        self._held: tuple[bytes, bytes] | None = None  # the record it stopped inside
         self._at = b""  # the key it goes on from (the lower bound, the upper when reversed)
         self.family = ""  # the base of the families it reads (see _Cursors.drop)
 
@@ -63,18 +71,19 @@ class _Reader(KeyRangeReader):
         start = upper if reverse else lower
         items = self._items
         kept = items is not None and self._at == start and store._cursors.take(self)
+        held = self._held
         if not kept:
             self._release()
-            items = _iterate(cf, start, upper, reverse)
+            items, held = _iterate(cf, start, upper, reverse)
         rows: list[Row] = []
         size = 0
         budget = MAX_EXAMINED_PER_SCAN
         topics = self.topics
         while True:
-            # the per-row loop runs in C (gateway/_wal.c, scan_cells): bounds (lower,
-            # since rocksdict ignores iterate_lower_bound), topic filter, row tuples
-            status, key, added, budget = scan_cells(
-                items, lower, upper, topics, limit, budget, rows, max_bytes - size
+            # the per-message loop runs in C (gateway/_records.c, scan_records): bounds
+            # (lower, since rocksdict ignores iterate_lower_bound), topic filter, row tuples
+            status, key, added, budget, held = scan_records(
+                items, held, lower, upper, topics, limit, budget, rows, max_bytes - size, reverse
             )
             size += added
             if status == _SCAN_OUT_OF_RANGE:
@@ -82,7 +91,8 @@ class _Reader(KeyRangeReader):
                 return rows, size, None
             if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
                 assert key is not None
-                self._items, self._at = items, key if reverse else key + b"\x00"
+                self._items, self._held = items, held
+                self._at = key if reverse else key + b"\x00"
                 store._cursors.keep(self)
                 return rows, size, key
             if not kept or reverse:
@@ -100,20 +110,40 @@ class _Reader(KeyRangeReader):
                     return rows, size, None
             else:
                 resume = lower
-            items = _iterate(cf, resume, upper, reverse)
+            # from ``resume`` on: the record it may start in holds rows already returned
+            lower = resume
+            items, held = _iterate(cf, resume, upper, reverse)
 
     def _release(self) -> None:
+        self._held = None
         if self._items is not None:
             self._items = None
             self._store._cursors.forget(self)
 
     def _drop_iterator(self) -> None:
-        self._items = None
+        self._items = self._held = None
 
 
-def _iterate(cf: Rdict, start: bytes, upper: bytes, reverse: bool) -> Any:
+def _iterate(
+    cf: Rdict, start: bytes, upper: bytes, reverse: bool
+) -> tuple[Any, tuple[bytes, bytes] | None]:
+    """An iterator of the entries from ``start`` in scan order, and for a forward one the
+    record before ``start`` that may hold its first messages (None if there is none)."""
     ro = ReadOptions()
     ro.set_iterate_upper_bound(upper)
-    # items() steps the iterator once per row (iter() needs key, value and next calls);
-    # backwards it starts at the last key below ``upper``.
-    return iter(cf.items(backwards=reverse, from_key=start, read_opt=ro))
+    held = None
+    if not reverse:
+        # A record is keyed by its first message: the one holding ``start`` may sit below it.
+        probe = cf.iter(ro)
+        probe.seek_for_prev(start)
+        if probe.valid():
+            key = probe.key()
+            if key < start and key[:2] == start[:2]:
+                value = probe.value()
+                if is_record(value):
+                    held = (key, value)
+        del probe
+    # items() steps the iterator once per entry (iter() needs key, value and next calls);
+    # backwards it starts at the last key below ``upper``, the record that may hold the
+    # newest messages below it.
+    return iter(cf.items(backwards=reverse, from_key=start, read_opt=ro)), held

@@ -9,6 +9,7 @@ This module is its face: lifecycle, queues, records and the data path (put, read
 - extras.py: message keys and properties (the family ``hqueue.extras``);
 - sweeper.py: the TTL sweeper (rows and the key index);
 - wedge.py: opening and closing RocksDB, the disk reserve, reopening a wedged RocksDB;
+- records.py: a put's messages in a partition as one RocksDB entry (the record format);
 - reader.py: partition readers (RocksDB iterators, the durability floor); cursors.py: the
   iterators they keep between reads; state.py: the shared attributes.
 """
@@ -32,22 +33,22 @@ from rocksdict import (
 
 from ... import rowkey
 from ...errors import InvalidArgument, StoreError
-from ...fast import Syncer, put_wal_cells, wal_cells
+from ...fast import Syncer, put_wal_cells, wal_records
 from ...rowkey import MessageId
 from ..base import PartitionReader, PartitionStore, PutBatch, QueueMeta
 from ..wal import LogError
 from .commit import _Commit
 from .extras import _Extras
-from .layout import _KEY, _META_PREFIX, _Families, _Layout, _record_key, families_for
+from .layout import _META_PREFIX, _Families, _Layout, _record_key, families_for
 from .messagelog import _BLOCK, LOG_SEGMENTS_KEPT, _Closed, _MessageLog
 from .reader import MAX_EXAMINED_PER_SCAN as MAX_EXAMINED_PER_SCAN
 from .reader import _Reader
+from .records import MAX_RECORD_BYTES, MAX_RECORD_MESSAGES, last_id
 from .state import _State
 from .sweeper import _Sweeper
 from .wedge import _explain, _Wedge
 
 log = logging.getLogger(__name__)
-
 
 
 class EmbeddedStore(
@@ -220,8 +221,8 @@ class EmbeddedStore(
         it.seek_to_last()
         if not it.valid():
             return None
-        p, ts, seq = _KEY.unpack(it.key())
-        return MessageId(ts, seq) if p == partition else None
+        key = it.key()
+        return last_id(key, it.value()) if rowkey.decode(key)[0] == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
         with self._gate.passing():  # see _heal_loop
@@ -231,18 +232,22 @@ class EmbeddedStore(
             rows: list[tuple[Any, bytes]] = []
             group = self._log.current
             floors = group.floors
-            names: list[tuple[str, int]] = []  # (family, rows) per batch
-            for partition, keys, topics, values in batches:
-                if not keys:
+            names: list[tuple[str, int]] = []  # (family, RocksDB entries) per batch
+            messages = 0
+            for partition, first, topics, values in batches:
+                if not values:
                     continue
                 layout, (_, handle) = self._family(queue, partition)
                 name = layout.name_of(partition)
-                cells = wal_cells(keys, topics, values)
+                # the put's messages as records (records.py), in the log's cell format
+                cells, records = wal_records(partition, first[0], first[1], topics, values,
+                                             MAX_RECORD_MESSAGES, MAX_RECORD_BYTES)  # fmt: skip
                 raw_name = name.encode()
                 parts += (_BLOCK.pack(len(raw_name), len(cells)), raw_name, cells)
                 rows.append((handle, cells))
-                names.append((name, len(keys)))
-                floors.setdefault((layout.base, partition), keys[0])
+                names.append((name, records))
+                messages += len(values)
+                floors.setdefault((layout.base, partition), rowkey.id_key(partition, first))
             if not rows:
                 return
             try:
@@ -260,7 +265,7 @@ class EmbeddedStore(
                 self._rows[name] = self._rows.get(name, 0) + count
             group.dirty = True
             group.puts += 1
-            group.messages += sum(count for _, count in names)
+            group.messages += messages
             self._log.join()  # starts the sync if none runs
             # The sync runs on its own thread while the memtable fills here.
             batch = WriteBatch(raw_mode=True)

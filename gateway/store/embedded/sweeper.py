@@ -25,7 +25,7 @@ from ...errors import HQueueError
 from ...ids import wall_clock_ms
 from ..base import QueueMeta
 from .cursors import _Cursors
-from .layout import _KEY
+from .records import is_record, last_id
 
 if TYPE_CHECKING:
     from .state import _State
@@ -88,12 +88,13 @@ class _Sweeper(_State):
             if not it.valid():
                 partition = region_end
                 continue
-            p, ts, _ = _KEY.unpack(it.key())
+            p, ts, _ = rowkey.KEY.unpack(it.key())
             if p >= region_end:  # the rest of this region is empty
                 partition = region_end
                 continue
-            if ts < cutoff:
-                cf.delete_range(rowkey.partition_start(p), rowkey.encode(p, cutoff, 0))
+            end = _expired_end(cf, p, cutoff) if ts < cutoff else None
+            if end is not None and end > it.key():
+                cf.delete_range(rowkey.partition_start(p), end)
                 region = p // layout.span
                 first = touched[region][1] if region in touched else p
                 touched[region] = (cf, first, p)
@@ -105,3 +106,18 @@ class _Sweeper(_State):
             begin, end = rowkey.partition_start(first), rowkey.partition_end(last)
             pool.apply(cf.compact_range, (begin, end))
         return swept
+
+
+def _expired_end(cf: Rdict, partition: int, cutoff: int) -> bytes:
+    """Where the range delete of ``partition``'s messages older than ``cutoff`` (ms) ends:
+    at the cutoff's key, or at the record that straddles it, which keeps its newer messages
+    (readers hide its older ones; a later sweep takes it whole)."""
+    end = rowkey.encode(partition, cutoff, 0)
+    it = cf.iter(ReadOptions())
+    it.seek_for_prev(end)
+    if it.valid():
+        key = it.key()
+        value = it.value()
+        if key[:2] == end[:2] and is_record(value) and last_id(key, value).timestamp >= cutoff:
+            return key
+    return end

@@ -23,6 +23,7 @@ import gevent.lock
 import gevent.queue
 from rocksdict import (
     Rdict,
+    WriteOptions,
 )
 
 from ...errors import StoreError
@@ -30,6 +31,7 @@ from ..base import QueueMeta
 from ..wal import LogError
 from .extras import EXTRAS_FAMILY
 from .layout import _META_PREFIX, _Layout, _options
+from .records import FORMAT_KEY, STORE_FORMAT
 
 if TYPE_CHECKING:
     from .state import _State
@@ -83,6 +85,7 @@ class _Wedge(_State):
 
     def _load(self, existing: list[str]) -> None:
         assert self._db is not None
+        self._check_format()
         self._queues = {}
         layouts: dict[str, _Layout] = {}
         for key, value in self._db.items(from_key=_META_PREFIX):
@@ -105,6 +108,22 @@ class _Wedge(_State):
             self._replay()
         except (OSError, LogError, ValueError) as exc:
             raise StoreError(f"cannot recover the log in {self._wal.dir}: {exc}") from exc
+
+    def _check_format(self) -> None:
+        """Refuses data of a newer layout than this code reads (records.py); marks older
+        data (per-row entries, which records are read beside) as of this format."""
+        assert self._db is not None
+        raw = self._db.get(FORMAT_KEY)
+        found = int(raw) if isinstance(raw, bytes) else 1
+        if found > STORE_FORMAT:
+            raise StoreError(
+                f"the embedded store at {self.path} has format {found}, written by a newer "
+                f"gateway; this one reads format {STORE_FORMAT} and older"
+            )
+        if found < STORE_FORMAT:
+            synced = WriteOptions()
+            synced.sync = True
+            self._db.put(FORMAT_KEY, str(STORE_FORMAT).encode(), synced)
 
     def _close(self) -> None:
         """Closes the log and RocksDB without flushing anything (what RocksDB loses, the log

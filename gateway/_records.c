@@ -1,0 +1,383 @@
+/*
+ * _records: the embedded store's put records (gateway/store/embedded/records.py says why).
+ *
+ * A record is one RocksDB entry holding consecutive messages of one put in one partition,
+ * keyed by the row key of its first message (gateway/_rowkey.h); message i has the first id
+ * plus i. Its value:
+ *   u8 0 (a per-row value starts with its topic length, 1..255: 0 tells the layouts apart),
+ *   u8 version (1), u32 LE count (>= 1), count x u32 LE offset of each message from the
+ *   value's start, then per message u8 topic length, topic, body (up to the next offset).
+ *
+ * wal_records(partition, timestamp, sequence, topics, values, max_count, max_bytes)
+ *     -> (cells, records)
+ *   The records of a put whose first id is (timestamp, sequence), at most ``max_count``
+ *   messages and (unless one message is larger) ``max_bytes`` of topics and bodies each, as
+ *   the log's cells (gateway/_wal.c's format: u8 key length, key, u32 LE value length,
+ *   value), so put_wal_cells applies and replays them unchanged; and how many there are.
+ * scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)
+ *     -> (status, key, size, budget, held)
+ *   The scan loop over RocksDB entries (per-row values or records), message by message:
+ *   appends (timestamp, sequence, topic, body) to ``rows`` for every message whose key is
+ *   in [lower, upper) and whose topic is in ``topics`` (None: all), in key order or, when
+ *   ``reverse``, newest first. ``held`` (an entry from an earlier call, or None) is looked
+ *   at before ``items``. An entry below ``lower`` (forward) or at or above ``upper``
+ *   (reverse) is skipped, so a scan may start at the record holding its first message.
+ *   status: 0 ``items`` ended; 1 a message out of range (the range ended); 2 rows reached
+ *   ``limit`` or the bodies ``max_bytes`` (key: the last row's); 3 ``budget`` messages in
+ *   range examined (key: the last examined). size: bytes of topics and bodies appended (+1
+ *   each); held: on 2 and 3, the record entry it stopped in (None for a row).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_rowkey.h"
+
+#define RECORD_MARK 0
+#define RECORD_VERSION 1
+#define RECORD_HEAD 6 /* mark, version, count */
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The id ``n`` after (ts, seq): the sequence carries into the next millisecond. */
+static void nth_id(uint64_t ts, unsigned seq, uint64_t n, uint64_t *out_ts, unsigned *out_seq)
+{
+    uint64_t s = (uint64_t)seq + n;
+    *out_ts = ts + s / (HQ_MAX_SEQUENCE + 1);
+    *out_seq = (unsigned)(s % (HQ_MAX_SEQUENCE + 1));
+}
+
+/* ---- encoding ----------------------------------------------------------------------------- */
+
+static PyObject *wal_records(PyObject *self, PyObject *args)
+{
+    (void)self;
+    int partition, sequence;
+    long long timestamp;
+    PyObject *topics, *values;
+    Py_ssize_t max_count, max_bytes;
+    if (!PyArg_ParseTuple(args, "iLiO!O!nn", &partition, &timestamp, &sequence, &PyList_Type,
+                          &topics, &PyList_Type, &values, &max_count, &max_bytes))
+        return NULL;
+    if (partition < 0 || partition > HQ_MAX_PARTITION_ID || sequence < 0 ||
+        sequence > HQ_MAX_SEQUENCE || timestamp < 0 || max_count < 1 || max_bytes < 1) {
+        PyErr_SetString(PyExc_ValueError, "partition, timestamp, sequence or caps out of range");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(topics);
+    if (PyList_GET_SIZE(values) != n) {
+        PyErr_SetString(PyExc_ValueError, "topics and values differ in length");
+        return NULL;
+    }
+    /* first pass: sizes, and where each record starts */
+    Py_ssize_t total = 0, records = 0, in_record = 0, data = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(topics, i), *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(t) || !PyBytes_Check(v) || PyBytes_GET_SIZE(t) > 255 ||
+            PyBytes_GET_SIZE(v) > (Py_ssize_t)UINT32_MAX / 2) {
+            PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
+            return NULL;
+        }
+        Py_ssize_t entry = 1 + PyBytes_GET_SIZE(t) + PyBytes_GET_SIZE(v);
+        if (in_record == 0 || in_record >= max_count || data + entry > max_bytes) {
+            records++;
+            total += 1 + HQ_KEY_LENGTH + 4 + RECORD_HEAD;
+            in_record = 0;
+            data = 0;
+        }
+        if (data + entry + RECORD_HEAD + 4 * (in_record + 1) > (Py_ssize_t)UINT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "a record would pass 4 GiB");
+            return NULL;
+        }
+        in_record++;
+        data += entry;
+        total += 4 + entry;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (!out)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t i = 0;
+    while (i < n) {
+        /* the messages of this record: [i, j) */
+        Py_ssize_t j = i, size = 0;
+        while (j < n) {
+            Py_ssize_t entry = 1 + PyBytes_GET_SIZE(PyList_GET_ITEM(topics, j)) +
+                               PyBytes_GET_SIZE(PyList_GET_ITEM(values, j));
+            if (j > i && (j - i >= max_count || size + entry > max_bytes))
+                break;
+            size += entry;
+            j++;
+        }
+        Py_ssize_t count = j - i;
+        uint64_t ts;
+        unsigned seq;
+        nth_id((uint64_t)timestamp, (unsigned)sequence, (uint64_t)i, &ts, &seq);
+        *p++ = HQ_KEY_LENGTH;
+        hq_key_encode(p, partition, ts, seq);
+        p += HQ_KEY_LENGTH;
+        uint32_t head = (uint32_t)(RECORD_HEAD + 4 * count);
+        put_le32(p, (uint32_t)(head + size));
+        p += 4;
+        unsigned char *value = p;
+        value[0] = RECORD_MARK;
+        value[1] = RECORD_VERSION;
+        put_le32(value + 2, (uint32_t)count);
+        unsigned char *table = value + RECORD_HEAD, *q = value + head;
+        for (Py_ssize_t k = i; k < j; k++) {
+            PyObject *t = PyList_GET_ITEM(topics, k), *v = PyList_GET_ITEM(values, k);
+            size_t tl = (size_t)PyBytes_GET_SIZE(t), vl = (size_t)PyBytes_GET_SIZE(v);
+            put_le32(table, (uint32_t)(q - value));
+            table += 4;
+            *q++ = (unsigned char)tl;
+            memcpy(q, PyBytes_AS_STRING(t), tl);
+            q += tl;
+            memcpy(q, PyBytes_AS_STRING(v), vl);
+            q += vl;
+        }
+        p = q;
+        i = j;
+    }
+    return Py_BuildValue("(Nn)", out, records);
+}
+
+/* ---- scanning ----------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *topics, *rows, *last_topic;
+    Py_ssize_t limit, budget, max_bytes, size;
+    const char *lower, *upper;
+    Py_ssize_t lower_len, upper_len;
+    uint8_t at[HQ_KEY_LENGTH]; /* the key of the last message looked at */
+} Scan;
+
+static int cmp_key(const uint8_t *k, const char *b, Py_ssize_t bl)
+{
+    int c = memcmp(k, b, (size_t)(bl < HQ_KEY_LENGTH ? bl : HQ_KEY_LENGTH));
+    if (c)
+        return c;
+    return HQ_KEY_LENGTH < bl ? -1 : HQ_KEY_LENGTH > bl;
+}
+
+enum { GO_ON = -1, ENDED = 0, OUT_OF_RANGE = 1, FULL = 2, BUDGET = 3, FAILED = 4 };
+
+/* One message in range (key in s->at): the topic filter, the row, limit, size and budget. */
+static int take(Scan *s, const uint8_t *topic, Py_ssize_t tl, const uint8_t *body, Py_ssize_t bl)
+{
+    PyObject *t;
+    if (s->last_topic && PyBytes_GET_SIZE(s->last_topic) == tl &&
+        memcmp(PyBytes_AS_STRING(s->last_topic), topic, (size_t)tl) == 0) {
+        t = s->last_topic;
+        Py_INCREF(t);
+    } else {
+        t = PyBytes_FromStringAndSize((const char *)topic, tl);
+        if (!t)
+            return FAILED;
+        Py_XSETREF(s->last_topic, t);
+        Py_INCREF(t);
+    }
+    int wanted = 1;
+    if (s->topics != Py_None) {
+        wanted = PySet_Contains(s->topics, t);
+        if (wanted < 0) {
+            Py_DECREF(t);
+            return FAILED;
+        }
+    }
+    if (wanted) {
+        long long ts;
+        int seq;
+        hq_key_decode(s->at, &ts, &seq);
+        PyObject *row = Py_BuildValue("(LiNy#)", ts, seq, t, (const char *)body, bl);
+        if (!row || PyList_Append(s->rows, row) < 0) {
+            Py_XDECREF(row);
+            return FAILED;
+        }
+        Py_DECREF(row);
+        s->size += 1 + tl + bl;
+        if (PyList_GET_SIZE(s->rows) >= s->limit || s->size >= s->max_bytes)
+            return FULL;
+    } else {
+        Py_DECREF(t);
+    }
+    return --s->budget <= 0 ? BUDGET : GO_ON;
+}
+
+static int malformed(void)
+{
+    PyErr_SetString(PyExc_ValueError, "a stored row key, cell or record is malformed");
+    return FAILED;
+}
+
+/* Where the range stands for the key in s->at: -1 before it (in scan order), 0 in, 1 past. */
+static int place(const Scan *s, int reverse)
+{
+    if (cmp_key(s->at, s->lower, s->lower_len) < 0)
+        return reverse ? 1 : -1;
+    if (cmp_key(s->at, s->upper, s->upper_len) >= 0)
+        return reverse ? -1 : 1;
+    return 0;
+}
+
+static int scan_row(Scan *s, const uint8_t *key, const uint8_t *c, Py_ssize_t cl, int reverse)
+{
+    if (cl < 1 || 1 + (Py_ssize_t)c[0] > cl)
+        return malformed();
+    memcpy(s->at, key, HQ_KEY_LENGTH);
+    int where = place(s, reverse);
+    if (where)
+        return where > 0 ? OUT_OF_RANGE : GO_ON;
+    return take(s, c + 1, c[0], c + 1 + c[0], cl - 1 - c[0]);
+}
+
+static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t vl, int reverse)
+{
+    if (vl < RECORD_HEAD || v[1] != RECORD_VERSION)
+        return malformed();
+    uint32_t count = get_le32(v + 2);
+    if (count < 1 || (uint64_t)RECORD_HEAD + 4 * (uint64_t)count > (uint64_t)vl)
+        return malformed();
+    const uint8_t *table = v + RECORD_HEAD;
+    uint64_t first = RECORD_HEAD + 4 * (uint64_t)count;
+    long long ts0;
+    int seq0;
+    hq_key_decode(key, &ts0, &seq0);
+    int partition = (key[HQ_KEY_PARTITION_AT] << 8) | key[HQ_KEY_PARTITION_AT + 1];
+    for (uint32_t n = 0; n < count; n++) {
+        uint32_t i = reverse ? count - 1 - n : n;
+        uint64_t at = get_le32(table + 4 * i);
+        uint64_t end = i + 1 < count ? get_le32(table + 4 * (i + 1)) : (uint64_t)vl;
+        if (at < first || end > (uint64_t)vl || at >= end || at + 1 + v[at] > end)
+            return malformed();
+        uint64_t ts;
+        unsigned seq;
+        nth_id((uint64_t)ts0, (unsigned)seq0, i, &ts, &seq);
+        hq_key_encode(s->at, partition, ts, seq);
+        int where = place(s, reverse);
+        if (where < 0)
+            continue;
+        if (where > 0)
+            return OUT_OF_RANGE;
+        const uint8_t *m = v + at;
+        int r = take(s, m + 1, m[0], m + 1 + m[0], (Py_ssize_t)(end - at) - 1 - m[0]);
+        if (r != GO_ON)
+            return r;
+    }
+    return GO_ON;
+}
+
+/* One entry: a (key, value) pair from RocksDB. */
+static int scan_entry(Scan *s, PyObject *item, int reverse)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+        PyErr_SetString(PyExc_TypeError, "items must yield (bytes, bytes) pairs");
+        return FAILED;
+    }
+    PyObject *k = PyTuple_GET_ITEM(item, 0), *v = PyTuple_GET_ITEM(item, 1);
+    if (PyBytes_GET_SIZE(k) != HQ_KEY_LENGTH || PyBytes_GET_SIZE(v) < 1)
+        return malformed();
+    const uint8_t *key = (const uint8_t *)PyBytes_AS_STRING(k);
+    const uint8_t *value = (const uint8_t *)PyBytes_AS_STRING(v);
+    if (value[0] != RECORD_MARK)
+        return scan_row(s, key, value, PyBytes_GET_SIZE(v), reverse);
+    /* a record starting at or past the upper bound holds nothing in range */
+    if (cmp_key(key, s->upper, s->upper_len) >= 0) {
+        memcpy(s->at, key, HQ_KEY_LENGTH);
+        return reverse ? GO_ON : OUT_OF_RANGE;
+    }
+    return scan_record(s, key, value, PyBytes_GET_SIZE(v), reverse);
+}
+
+static PyObject *scan_records(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *items, *held, *lower, *upper, *topics, *rows;
+    Py_ssize_t limit, budget, max_bytes;
+    int reverse;
+    if (!PyArg_ParseTuple(args, "OOSSOnnO!np", &items, &held, &lower, &upper, &topics, &limit,
+                          &budget, &PyList_Type, &rows, &max_bytes, &reverse))
+        return NULL;
+    if (topics != Py_None && !PyAnySet_Check(topics)) {
+        PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
+        return NULL;
+    }
+    Scan s = {topics, rows, NULL, limit, budget, max_bytes, 0,
+              PyBytes_AS_STRING(lower), PyBytes_AS_STRING(upper),
+              PyBytes_GET_SIZE(lower), PyBytes_GET_SIZE(upper), {0}};
+    int status = GO_ON, seen = 0;
+    PyObject *item = NULL;
+    if (held != Py_None) {
+        item = held;
+        Py_INCREF(item);
+    }
+    for (;;) {
+        if (!item) {
+            item = PyIter_Next(items);
+            if (!item) {
+                status = PyErr_Occurred() ? FAILED : ENDED;
+                break;
+            }
+        }
+        seen = 1;
+        status = scan_entry(&s, item, reverse);
+        if (status != GO_ON)
+            break;
+        Py_CLEAR(item);
+    }
+    Py_XDECREF(s.last_topic);
+    if (status == FAILED) {
+        Py_XDECREF(item);
+        return NULL;
+    }
+    PyObject *keep = Py_None;
+    if ((status == FULL || status == BUDGET) &&
+        PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1))[0] == RECORD_MARK)
+        keep = item;
+    PyObject *result;
+    if (seen)
+        result = Py_BuildValue("(iy#nnO)", status, (const char *)s.at, (Py_ssize_t)HQ_KEY_LENGTH,
+                               s.size, s.budget, keep);
+    else
+        result = Py_BuildValue("(iOnnO)", status, Py_None, s.size, s.budget, keep);
+    Py_XDECREF(item);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"wal_records", wal_records, METH_VARARGS,
+     "wal_records(partition, timestamp, sequence, topics, values, max_count, max_bytes) -> "
+     "(cells, records)"},
+    {"scan_records", scan_records, METH_VARARGS,
+     "scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)"
+     " -> (status, key, size, budget, held)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_records", "The embedded store's put records.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__records(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "RECORD_VERSION", RECORD_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,27 @@
+"""Type stubs for the C extension gateway/_records.c."""
+
+from typing import Any
+
+def wal_records(
+    partition: int,
+    timestamp: int,
+    sequence: int,
+    topics: list[bytes],
+    values: list[bytes],
+    max_count: int,
+    max_bytes: int,
+) -> tuple[bytes, int]: ...
+def scan_records(
+    items: Any,
+    held: tuple[bytes, bytes] | None,
+    lower: bytes,
+    upper: bytes,
+    topics: frozenset[bytes] | set[bytes] | None,
+    limit: int,
+    budget: int,
+    rows: list[tuple[int, int, bytes, bytes]],
+    max_bytes: int,
+    reverse: bool,
+) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None]: ...
+
+RECORD_VERSION: int  # checked against gateway/store/embedded/records.py by the unit tests
