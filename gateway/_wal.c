@@ -15,9 +15,9 @@
  *   which the memtable write holds. kick(fds) starts one sync of those descriptors;
  *   fileno() is an eventfd that becomes readable when it is over; finish() then returns its
  *   errno (0 when it worked), or None if it is not over yet. close() stops the thread.
- * consecutive_keys(partition, timestamp, sequence, count), scan_cells(...)
- *   The row keys of a put, and the scan loop over the cells above (both moved unchanged from
- *   gateway/_wirecheck.c: the row key and the cell format live here, with the log).
+ * consecutive_keys(partition, timestamp, sequence, count)
+ *   The row keys of a put (the HBase and memory stores' rows; the embedded store's records
+ *   are gateway/_records.c's).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -363,135 +363,11 @@ static PyObject *consecutive_keys(PyObject *self, PyObject *args)
     return keys;
 }
 
-/* ---- the embedded store's scan loop ----------------------------------------------------- */
-
-/* scan_cells(items, lower, upper, topics, limit, budget, rows, max_bytes)
- *   -> (status, key, size, budget)
- * Steps ``items`` (an iterator of (row key, cell) pairs from RocksDB, cell = one byte topic
- * length + topic + value) and appends (timestamp, sequence, topic, value) to ``rows`` for
- * every key in [lower, upper) whose topic is in ``topics`` (None: all), as
- * EmbeddedStore.scan's loop did in Python (a third of a microsecond per row). status:
- *   0 the iterator ended; 1 a key out of [lower, upper) (the range ended);
- *   2 rows reached ``limit``, or the cells appended ``max_bytes`` (key: the last row's);
- *   3 ``budget`` rows examined (key: the last examined). size: the cell bytes of the rows appended; budget: what is left of it. */
-static int bytes_cmp(PyObject *a, PyObject *b)
-{
-    Py_ssize_t la = PyBytes_GET_SIZE(a), lb = PyBytes_GET_SIZE(b);
-    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(la < lb ? la : lb));
-    if (c)
-        return c;
-    return la < lb ? -1 : la > lb;
-}
-
-static PyObject *scan_cells(PyObject *self, PyObject *args)
-{
-    (void)self;
-    PyObject *items, *lower, *upper, *topics, *rows;
-    Py_ssize_t limit, budget, max_bytes;
-    if (!PyArg_ParseTuple(args, "OSSOnnO!n", &items, &lower, &upper, &topics, &limit, &budget,
-                          &PyList_Type, &rows, &max_bytes))
-        return NULL;
-    if (topics != Py_None && !PyAnySet_Check(topics)) {
-        PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
-        return NULL;
-    }
-    PyObject *last_topic = NULL, *key = NULL, *item;
-    Py_ssize_t size = 0;
-    int status = 0;
-    while ((item = PyIter_Next(items)) != NULL) {
-        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 ||
-            !PyBytes_Check(PyTuple_GET_ITEM(item, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
-            Py_DECREF(item);
-            PyErr_SetString(PyExc_TypeError, "items must yield (bytes, bytes) pairs");
-            goto error;
-        }
-        Py_XSETREF(key, PyTuple_GET_ITEM(item, 0));
-        Py_INCREF(key);
-        PyObject *cell = PyTuple_GET_ITEM(item, 1);
-        if (bytes_cmp(key, lower) < 0 || bytes_cmp(key, upper) >= 0) {
-            Py_DECREF(item);
-            status = 1;
-            break;
-        }
-        const uint8_t *c = (const uint8_t *)PyBytes_AS_STRING(cell);
-        Py_ssize_t cl = PyBytes_GET_SIZE(cell);
-        if (cl < 1 || 1 + (Py_ssize_t)c[0] > cl || PyBytes_GET_SIZE(key) != HQ_KEY_LENGTH) {
-            Py_DECREF(item);
-            PyErr_SetString(PyExc_ValueError, "a stored row key or cell is malformed");
-            goto error;
-        }
-        Py_ssize_t tl = c[0];
-        PyObject *topic;
-        if (last_topic && PyBytes_GET_SIZE(last_topic) == tl &&
-            memcmp(PyBytes_AS_STRING(last_topic), c + 1, (size_t)tl) == 0) {
-            topic = last_topic;
-            Py_INCREF(topic);
-        } else {
-            topic = PyBytes_FromStringAndSize((const char *)c + 1, tl);
-            if (!topic) {
-                Py_DECREF(item);
-                goto error;
-            }
-            Py_XSETREF(last_topic, topic);
-            Py_INCREF(topic);
-        }
-        int wanted = 1;
-        if (topics != Py_None) {
-            wanted = PySet_Contains(topics, topic);
-            if (wanted < 0) {
-                Py_DECREF(topic);
-                Py_DECREF(item);
-                goto error;
-            }
-        }
-        if (wanted) {
-            long long ts;
-            int seq;
-            hq_key_decode((const uint8_t *)PyBytes_AS_STRING(key), &ts, &seq);
-            PyObject *row = Py_BuildValue("(LiNy#)", ts, seq, topic,
-                                          (const char *)c + 1 + tl, (Py_ssize_t)(cl - 1 - tl));
-            topic = NULL; /* the row owns it now (or it was freed with the failed row) */
-            if (!row || PyList_Append(rows, row) < 0) {
-                Py_XDECREF(row);
-                Py_DECREF(item);
-                goto error;
-            }
-            Py_DECREF(row);
-            size += cl;
-            if (PyList_GET_SIZE(rows) >= limit || size >= max_bytes) {
-                Py_DECREF(item);
-                status = 2;
-                break;
-            }
-        } else {
-            Py_DECREF(topic);
-        }
-        Py_DECREF(item);
-        if (--budget <= 0) {
-            status = 3;
-            break;
-        }
-    }
-    if (PyErr_Occurred())
-        goto error;
-    PyObject *result = Py_BuildValue("(iOnn)", status, key ? key : Py_None, size, budget);
-    Py_XDECREF(key);
-    Py_XDECREF(last_topic);
-    return result;
-error:
-    Py_XDECREF(key);
-    Py_XDECREF(last_topic);
-    return NULL;
-}
-
 static PyMethodDef methods[] = {
     {"wal_cells", wal_cells, METH_VARARGS, "wal_cells(keys, topics, values) -> bytes"},
     {"put_wal_cells", put_wal_cells, METH_VARARGS, "put_wal_cells(put, handle, cells) -> int"},
     {"consecutive_keys", consecutive_keys, METH_VARARGS,
      "consecutive_keys(partition, timestamp, sequence, count) -> [row key, ...]"},
-    {"scan_cells", scan_cells, METH_VARARGS,
-     "scan_cells(items, lower, upper, topics, limit, budget, rows, max_bytes) -> "
-     "(status, key, size, budget)"},
     {NULL, NULL, 0, NULL},
 };
 

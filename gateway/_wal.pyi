@@ -10,16 +10,6 @@ def put_wal_cells(
     cells: bytes | bytearray | memoryview,
 ) -> int: ...
 def consecutive_keys(partition: int, timestamp: int, sequence: int, count: int) -> list[bytes]: ...
-def scan_cells(
-    items: Any,
-    lower: bytes,
-    upper: bytes,
-    topics: frozenset[bytes] | set[bytes] | None,
-    limit: int,
-    budget: int,
-    rows: list[tuple[int, int, bytes, bytes]],
-    max_bytes: int,
-) -> tuple[int, bytes | None, int, int]: ...
 
 class Syncer:
     def __init__(self) -> None: ...

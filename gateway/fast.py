@@ -14,7 +14,7 @@ Owners (one C module each, docs/ARCHITECTURE.md "Fast paths"):
   ``encode_messages_reply`` (a scan's reply bytes);
 - the merged scans' merge, gateway/_merge.c: ``merge_rows``;
 - the embedded store, gateway/_wal.c: ``consecutive_keys`` (row keys), ``wal_cells``,
-  ``put_wal_cells``, ``scan_cells``, ``Syncer``; its put records, gateway/_records.c:
+  ``put_wal_cells``, ``Syncer``; its put records, gateway/_records.c:
   ``wal_records`` (a put's records as log cells), ``scan_records`` (the scan loop over rows
   and records);
 - the HBase store's codec, gateway/store/_hbasecodec.c: ``encode_mutate_rows``,
@@ -30,7 +30,7 @@ PURE_PYTHON = os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0")
 if not PURE_PYTHON:
     from ._merge import merge_rows
     from ._records import scan_records, wal_records
-    from ._wal import Syncer, consecutive_keys, put_wal_cells, scan_cells, wal_cells
+    from ._wal import Syncer, consecutive_keys, put_wal_cells, wal_cells
     from ._wirecheck import encode_messages_reply, extract_put, scan
     from .store._hbasecodec import decode_rows_reply, encode_mutate_rows
 else:  # the twins have the C functions' signatures (the stubs' types are the contract)
@@ -44,7 +44,6 @@ else:  # the twins have the C functions' signatures (the stubs' types are the co
         merge_rows,
         put_wal_cells,
         scan,
-        scan_cells,
         scan_records,
         wal_cells,
         wal_records,
@@ -61,7 +60,6 @@ __all__ = [
     "merge_rows",
     "put_wal_cells",
     "scan",
-    "scan_cells",
     "scan_records",
     "wal_cells",
     "wal_records",

@@ -864,61 +864,6 @@ def put_wal_cells(
     return count
 
 
-def scan_cells(
-    items: Iterator[tuple[bytes, bytes]],
-    lower: bytes,
-    upper: bytes,
-    topics: frozenset[bytes] | set[bytes] | None,
-    limit: int,
-    budget: int,
-    rows: list[Row],
-    max_bytes: int,
-) -> tuple[int, bytes | None, int, int]:
-    """gateway/_wal.c's scan_cells: appends the (timestamp, sequence, topic, value) of the
-    rows of ``items`` in [lower, upper) whose topic is in ``topics``; returns (status, key,
-    size, budget) as the C does (0 end, 1 out of range, 2 limit or max_bytes, 3 budget)."""
-    if topics is not None and not isinstance(topics, (set, frozenset)):
-        raise TypeError("topics must be a set, a frozenset or None")
-    key: bytes | None = None
-    size = 0
-    status = 0
-    last_topic = b""
-    unpack = rowkey.KEY.unpack  # the C reads (int64)timestamp and (int16)sequence
-    for item in items:
-        if (
-            not isinstance(item, tuple)
-            or len(item) != 2
-            or not isinstance(item[0], bytes)
-            or not isinstance(item[1], bytes)
-        ):
-            raise TypeError("items must yield (bytes, bytes) pairs")
-        key, cell = item
-        if key < lower or key >= upper:
-            status = 1
-            break
-        cl = len(cell)
-        if cl < 1 or 1 + cell[0] > cl or len(key) != rowkey.KEY_LENGTH:
-            raise ValueError("a stored row key or cell is malformed")
-        tl = cell[0]
-        topic = cell[1 : 1 + tl]
-        if topic == last_topic:
-            topic = last_topic
-        else:
-            last_topic = topic
-        if topics is None or topic in topics:
-            _, ts, seq = unpack(key)
-            rows.append((ts, seq, topic, cell[1 + tl :]))
-            size += cl
-            if len(rows) >= limit or size >= max_bytes:
-                status = 2
-                break
-        budget -= 1
-        if budget <= 0:
-            status = 3
-            break
-    return status, key, size, budget
-
-
 # ---- the embedded store's put records (gateway/_records.c) --------------------------------
 
 _RECORD_MARK = 0

@@ -270,24 +270,6 @@ def test_wal_cells_twin(cells: list, ed: list, cut: Any) -> None:
     assert got_py == got_c
 
 
-@given(
-    st.lists(st.tuples(st.binary(min_size=11, max_size=13), st.binary(max_size=12)), max_size=15),
-    st.none() | st.frozensets(st.binary(max_size=2), max_size=4),
-    st.integers(1, 10),
-    st.integers(1, 20),
-    st.integers(1, 60),
-)
-def test_scan_cells_twin(items: list, topics: Any, limit: int, budget: int, max_bytes: int) -> None:
-    c = _c("gateway._wal")
-    items = sorted(items)
-    lower, upper = b"\x00\x01", b"\xff\x00"
-    rows_c: list = []
-    rows_py: list = []
-    a = outcome(c.scan_cells, iter(items), lower, upper, topics, limit, budget, rows_c, max_bytes)
-    b = outcome(py.scan_cells, iter(items), lower, upper, topics, limit, budget, rows_py, max_bytes)
-    assert (a, rows_c) == (b, rows_py)
-
-
 @st.composite
 def stored_entries(draw: Any) -> tuple[int, list[tuple[bytes, bytes]]]:
     """(partition, entries) as RocksDB holds them: records of puts (of gateway._records'
