@@ -871,11 +871,6 @@ _RECORD_VERSION = 1
 _RECORD_HEAD = struct.Struct("<BBI")  # mark, version, count; then count u32 LE offsets
 
 
-def _nth_id(timestamp: int, sequence: int, n: int) -> tuple[int, int]:
-    s = sequence + n
-    return timestamp + s // (MAX_SEQUENCE + 1), s % (MAX_SEQUENCE + 1)
-
-
 def wal_records(
     partition: int,
     timestamp: int,
@@ -912,7 +907,7 @@ def wal_records(
                 break
             size += entry
             j += 1
-        ts, seq = _nth_id(timestamp, sequence, i)
+        ts, seq = rowkey.nth_id((timestamp, sequence), i)
         head = _RECORD_HEAD.size + 4 * (j - i)
         offsets, entries, at = [], [], head
         for k in range(i, j):
@@ -954,7 +949,7 @@ def _record_message(
     if at < first or end > len(value) or at >= end or at + 1 + value[at] > end:
         raise _malformed()
     p, ts0, seq0 = rowkey.KEY_UNSIGNED.unpack(key)
-    ts, seq = _nth_id(ts0, seq0, i)
+    ts, seq = rowkey.nth_id((ts0, seq0), i)
     tl = value[at]
     key = rowkey.KEY_UNSIGNED.pack(p, ts, seq)
     return key, value[at + 1 : at + 1 + tl], value[at + 1 + tl : end]

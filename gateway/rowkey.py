@@ -121,7 +121,7 @@ def previous_id(message_id: MessageId) -> MessageId | None:
     return MessageId(ts - 1, MAX_SEQUENCE) if ts > 0 else None
 
 
-def nth_id(first: MessageId, n: int) -> MessageId:
+def nth_id(first: tuple[int, int], n: int) -> MessageId:
     """The ``n``-th of the consecutive ids from ``first`` (``first`` itself for 0)."""
     s = first[1] + n
     return MessageId(first[0] + s // (MAX_SEQUENCE + 1), s % (MAX_SEQUENCE + 1))

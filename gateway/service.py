@@ -22,7 +22,7 @@ from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
-from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids
+from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
 from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 from .store.reading import after_for_start
@@ -160,7 +160,7 @@ class GatewayService:
         )
         if not want_ids:
             return []
-        return [(pid, *_nth_id(firsts[pid], n)) for pid, n in where]
+        return [(pid, *nth_id(firsts[pid], n)) for pid, n in where]
 
     def put_raw(
         self,
@@ -327,7 +327,7 @@ class GatewayService:
             for pid, by_index in extras.items():
                 if pid in firsts and by_index:
                     self.extras.save(
-                        meta, pid, ((_nth_id(firsts[pid], n), ex) for n, ex in by_index.items())
+                        meta, pid, ((nth_id(firsts[pid], n), ex) for n, ex in by_index.items())
                     )
 
     def own(self, queue: str, partition: int, floor_ms: int) -> None:
@@ -675,12 +675,6 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
-
-
-def _nth_id(first: tuple[int, int], n: int) -> tuple[int, int]:
-    """The n-th of the consecutive ids starting at ``first``."""
-    span = MAX_SEQUENCE + 1
-    return first[0] + (first[1] + n) // span, (first[1] + n) % span
 
 
 def _required_pid(raw: Any) -> Any:
