@@ -92,7 +92,7 @@ class _Reader(KeyRangeReader):
             if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
                 assert key is not None
                 self._items, self._held = items, held
-                self._at = key if reverse else key + b"\x00"
+                self._at = key if reverse else rowkey.key_after(key)
                 store._cursors.keep(self)
                 return rows, size, key
             if not kept or reverse:
@@ -104,7 +104,7 @@ class _Reader(KeyRangeReader):
             kept = False
             if rows:
                 ts, seq = rows[-1][0], rows[-1][1]
-                resume = rowkey.encode(partition, ts, seq) + b"\x00"
+                resume = rowkey.key_after(rowkey.encode(partition, ts, seq))
                 if resume >= upper:
                     self._release()
                     return rows, size, None
