@@ -336,3 +336,68 @@ def test_a_start_drops_keys_of_generations_no_queue_has(tmp_path: Path) -> None:
         assert all(e.startswith(extras._GEN.pack(meta.generation)) for e in entries)
     finally:
         s.stop()
+
+
+def _options_file_says(path: Path) -> str:
+    latest = max(path.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    for line in latest.read_text().splitlines():
+        if line.strip().startswith("use_direct_io_for_flush_and_compaction="):
+            return line.split("=", 1)[1].strip()
+    raise AssertionError(f"{latest} has no use_direct_io_for_flush_and_compaction")
+
+
+@pytest.mark.parametrize("mode", ["auto", "on", "off"])
+def test_direct_io_flushes_keep_every_message(tmp_path: Path, mode: str) -> None:
+    """With O_DIRECT flushes (the default where the filesystem takes it, as tmp_path's does)
+    flushed messages read back alike, before and after a restart; RocksDB's OPTIONS file says
+    which way it writes."""
+    s = EmbeddedStore(tmp_path, direct_io=mode)
+    s.start()
+    try:
+        assert s.direct_io is (mode != "off")
+        assert _options_file_says(s.path) == ("false" if mode == "off" else "true")
+        meta = s.create_queue(QueueMeta("q", 1, 3600))
+        ids = put(s, meta, 0, T0, 3000) + put(s, meta, 0, T0 + 1, 3000)
+        s._families["q"][1][0][0].flush(True)  # to a table file, with O_DIRECT or not
+        assert list((s.path).glob("*.sst"))
+        assert read_all(s, meta, 0) == ids
+    finally:
+        s.stop()
+    s = EmbeddedStore(tmp_path, direct_io=mode)
+    s.start()
+    try:
+        meta = s.get_queue("q")
+        assert meta is not None and read_all(s, meta, 0) == ids
+        rows = s.reader(meta, 0, None, None, reverse=False, topics=None).read(1).rows
+        assert rows[0][3] == f"0:{T0}:0".encode()
+    finally:
+        s.stop()
+
+
+def test_direct_io_auto_falls_back_where_the_filesystem_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = layout.os.open
+
+    def refuse_direct(path, flags, *args):  # as a filesystem without O_DIRECT answers
+        if flags & layout.os.O_DIRECT:
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(layout.os, "open", refuse_direct)
+    assert layout.supports_direct_io(tmp_path) is False
+    assert not list(tmp_path.iterdir())  # the probe file is gone
+    s = EmbeddedStore(tmp_path, direct_io="auto")
+    s.start()
+    try:
+        assert s.direct_io is False
+        assert _options_file_says(s.path) == "false"
+    finally:
+        s.stop()
+    monkeypatch.undo()
+    assert layout.supports_direct_io(tmp_path) is True
+
+
+def test_direct_io_takes_only_auto_on_or_off(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="'direct_io' must be one of auto, on, off"):
+        EmbeddedStore(tmp_path, direct_io="yes")

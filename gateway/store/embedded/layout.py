@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gevent
@@ -61,7 +64,8 @@ MEMTABLES_BYTES = 256 << 20
 BLOCK_BYTES = 64 << 10
 
 
-def _options() -> Options:
+def _options(direct_io: bool = False) -> Options:
+    """RocksDB's options for the database (``direct_io`` applies there) and its families."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
@@ -75,7 +79,40 @@ def _options() -> Options:
     table = BlockBasedOptions()
     table.set_block_size(BLOCK_BYTES)
     opts.set_block_based_table_factory(table)
+    if direct_io:
+        # Flushes and compactions write past the page cache. Every message is written twice
+        # (the message log, then a flushed table file) and the second copy into the page
+        # cache cost a fifth of the gateway's CPU on puts (perf: copy_folio_from_iter_atomic
+        # in RocksDB's flush thread); nothing reads a flushed file soon after it is written
+        # except scans of a backlog, which read it through the page cache as before.
+        opts.set_use_direct_io_for_flush_and_compaction(True)
     return opts
+
+
+DIRECT_IO_CHOICES = ("auto", "on", "off")
+
+
+def supports_direct_io(directory: Path) -> bool:
+    """Whether files in ``directory`` can be written with O_DIRECT (not every filesystem
+    takes it: RocksDB would then fail its first flush)."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    probe = directory / ".direct-io-probe"
+    try:
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_TRUNC | flag, 0o600)
+    except OSError:
+        return False
+    try:
+        with mmap.mmap(-1, mmap.PAGESIZE) as block:  # page-aligned, as O_DIRECT wants
+            os.write(fd, block)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            probe.unlink()
 
 
 def families_for(meta: QueueMeta, in_use: int = 0) -> int:

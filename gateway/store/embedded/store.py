@@ -65,7 +65,10 @@ class EmbeddedStore(
         self._flusher = gevent.spawn(self._flush_loop)
         self._sweeper = gevent.spawn(self._sweep_loop)
         self._expirer = gevent.spawn(self._expire_loop)
-        log.info("embedded store open at %s with %d queue(s)", self.path, len(self._queues))
+        log.info(
+            "embedded store open at %s with %d queue(s)%s", self.path, len(self._queues),
+            ", flushes with O_DIRECT" if self.direct_io else "",
+        )  # fmt: skip
 
     def stop(self) -> None:
         if not self._running:

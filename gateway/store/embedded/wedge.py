@@ -30,7 +30,7 @@ from ...errors import StoreError
 from ..base import QueueMeta
 from ..wal import LogError
 from .extras import EXTRAS_FAMILY
-from .layout import _META_PREFIX, _Layout, _options
+from .layout import _META_PREFIX, _Layout, _options, supports_direct_io
 from .records import FORMAT_KEY, STORE_FORMAT
 
 if TYPE_CHECKING:
@@ -73,7 +73,11 @@ class _Wedge(_State):
         try:
             existing = Rdict.list_cf(str(self.path)) if (self.path / "CURRENT").exists() else []
             families = {name: _options() for name in existing if name != "default"}
-            self._db = Rdict(str(self.path), _options(), column_families=families)
+            direct = self._direct_io == "on" or (
+                self._direct_io == "auto" and supports_direct_io(self.path)
+            )
+            self._db = Rdict(str(self.path), _options(direct), column_families=families)
+            self.direct_io = direct
         except Exception as exc:  # rocksdict raises plain Exception
             raise StoreError(f"cannot open the embedded store at {self.path}: {exc}") from exc
         try:
