@@ -156,7 +156,8 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
 /* ---- scanning ----------------------------------------------------------------------------- */
 
 typedef struct {
-    PyObject *topics, *rows, *last_topic;
+    PyObject *topics, *rows, *last_topic, *last_ts; /* last_ts: the int of ``ts`` below */
+    long long ts;
     Py_ssize_t limit, budget, max_bytes, size;
     const char *lower, *upper;
     Py_ssize_t lower_len, upper_len;
@@ -172,6 +173,18 @@ static int cmp_key(const uint8_t *k, const char *b, Py_ssize_t bl)
 }
 
 enum { GO_ON = -1, ENDED = 0, OUT_OF_RANGE = 1, FULL = 2, BUDGET = 3, FAILED = 4 };
+
+/* The ints of sequence numbers, made once each (at most 32768 of them, ~1 MiB): a borrowed
+ * reference, NULL with an exception set when one cannot be made. */
+static PyObject *sequence_ints[HQ_MAX_SEQUENCE + 1];
+
+static PyObject *sequence_int(int seq)
+{
+    PyObject *n = sequence_ints[seq];
+    if (!n)
+        n = sequence_ints[seq] = PyLong_FromLong(seq);
+    return n;
+}
 
 /* One message in range (key in s->at): the topic filter, the row, limit, size and budget. */
 static int take(Scan *s, const uint8_t *topic, Py_ssize_t tl, const uint8_t *body, Py_ssize_t bl)
@@ -200,9 +213,34 @@ static int take(Scan *s, const uint8_t *topic, Py_ssize_t tl, const uint8_t *bod
         long long ts;
         int seq;
         hq_key_decode(s->at, &ts, &seq);
-        PyObject *row = Py_BuildValue("(LiNy#)", ts, seq, t, (const char *)body, bl);
-        if (!row || PyList_Append(s->rows, row) < 0) {
-            Py_XDECREF(row);
+        /* The messages of a put share their millisecond, and sequences repeat from one
+         * millisecond to the next: their ints are shared, not made per row (a row's tuple and
+         * body are what is left to allocate; Py_BuildValue's format parsing went too). */
+        if (!s->last_ts || s->ts != ts) {
+            PyObject *n = PyLong_FromLongLong(ts);
+            if (!n) {
+                Py_DECREF(t);
+                return FAILED;
+            }
+            Py_XSETREF(s->last_ts, n);
+            s->ts = ts;
+        }
+        PyObject *seq_int = sequence_int(seq);
+        PyObject *value = seq_int ? PyBytes_FromStringAndSize((const char *)body, bl) : NULL;
+        PyObject *row = value ? PyTuple_New(4) : NULL;
+        if (!row) {
+            Py_XDECREF(value);
+            Py_DECREF(t);
+            return FAILED;
+        }
+        Py_INCREF(s->last_ts);
+        Py_INCREF(seq_int);
+        PyTuple_SET_ITEM(row, 0, s->last_ts);
+        PyTuple_SET_ITEM(row, 1, seq_int);
+        PyTuple_SET_ITEM(row, 2, t);
+        PyTuple_SET_ITEM(row, 3, value);
+        if (PyList_Append(s->rows, row) < 0) {
+            Py_DECREF(row);
             return FAILED;
         }
         Py_DECREF(row);
@@ -314,7 +352,7 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
         return NULL;
     }
-    Scan s = {topics, rows, NULL, limit, budget, max_bytes, 0,
+    Scan s = {topics, rows, NULL, NULL, 0, limit, budget, max_bytes, 0,
               PyBytes_AS_STRING(lower), PyBytes_AS_STRING(upper),
               PyBytes_GET_SIZE(lower), PyBytes_GET_SIZE(upper), {0}};
     int status = GO_ON, seen = 0;
@@ -338,6 +376,7 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
         Py_CLEAR(item);
     }
     Py_XDECREF(s.last_topic);
+    Py_XDECREF(s.last_ts);
     if (status == FAILED) {
         Py_XDECREF(item);
         return NULL;
