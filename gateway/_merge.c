@@ -10,14 +10,16 @@
 
 /* ---- merged scans: the k-way merge of partitions' buffered rows ----------------------- */
 
-/* merge_rows(buffers, more, partitions, n, max_bytes, reverse)
+/* merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse)
  *   -> (rows, parts, taken, taken_bytes, size)
  * buffers: one list of rows (timestamp, sequence, topic, value) per partition, each in scan
- * order; more[i]: whether partition i may have rows beyond its buffer; partitions[i] its id.
+ * order from starts[i] on (the rows before it were taken already: the scanners keep a list
+ * and where it begins, and the merge copies no buffer); more[i]: whether partition i may have
+ * rows beyond its buffer; partitions[i] its id.
  * Merges in (timestamp, sequence, partition) order (all three reversed with ``reverse``) until
  * n rows, until their topic and value bytes reach max_bytes, or until a buffer that may have
  * more runs dry (its next rows are unknown: the caller refills it and calls again). taken[i]
- * says how many rows of buffers[i] were used, taken_bytes[i] their topic and value bytes,
+ * says how many rows of buffers[i] were used from starts[i] on, taken_bytes[i] their topic and value bytes,
  * size those of all. The gateway's scanners
  * interleave partitions message by message when a producer writes several within one
  * millisecond: a heap step per message in Python cost about a microsecond. */
@@ -80,23 +82,26 @@ static int merge_key(PyObject *buf, Py_ssize_t at, long part, Py_ssize_t c, Merg
 static PyObject *merge_rows(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *buffers, *more, *partitions;
+    PyObject *buffers, *starts, *more, *partitions;
     Py_ssize_t n, max_bytes;
     int reverse;
-    if (!PyArg_ParseTuple(args, "O!O!O!nnp", &PyList_Type, &buffers, &PyList_Type, &more,
-                          &PyList_Type, &partitions, &n, &max_bytes, &reverse))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!nnp", &PyList_Type, &buffers, &PyList_Type, &starts,
+                          &PyList_Type, &more, &PyList_Type, &partitions, &n, &max_bytes,
+                          &reverse))
         return NULL;
     Py_ssize_t k = PyList_GET_SIZE(buffers);
-    if (PyList_GET_SIZE(more) != k || PyList_GET_SIZE(partitions) != k) {
-        PyErr_SetString(PyExc_ValueError, "buffers, more and partitions differ in length");
+    if (PyList_GET_SIZE(starts) != k || PyList_GET_SIZE(more) != k ||
+        PyList_GET_SIZE(partitions) != k) {
+        PyErr_SetString(PyExc_ValueError, "buffers, starts, more and partitions differ in length");
         return NULL;
     }
     MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * (size_t)(k ? k : 1));
     Py_ssize_t *at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
+    Py_ssize_t *start = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
     Py_ssize_t *bytes_at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
     PyObject *rows = PyList_New(0), *parts = PyList_New(0), *taken = NULL, *taken_bytes = NULL;
     PyObject *result = NULL;
-    if (!heap || !at || !bytes_at || !rows || !parts) {
+    if (!heap || !at || !start || !bytes_at || !rows || !parts) {
         PyErr_NoMemory();
         goto done;
     }
@@ -110,9 +115,17 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
         long part = PyLong_AsLong(PyList_GET_ITEM(partitions, c));
         if (part == -1 && PyErr_Occurred())
             goto done;
-        if (PyList_GET_SIZE(buf) == 0)
+        Py_ssize_t first = PyLong_AsSsize_t(PyList_GET_ITEM(starts, c));
+        if (first == -1 && PyErr_Occurred())
+            goto done;
+        if (first < 0 || first > PyList_GET_SIZE(buf)) {
+            PyErr_SetString(PyExc_ValueError, "a start is outside its buffer");
+            goto done;
+        }
+        at[c] = start[c] = first;
+        if (first == PyList_GET_SIZE(buf))
             continue;
-        if (merge_key(buf, 0, part, c, &heap[h]) < 0)
+        if (merge_key(buf, first, part, c, &heap[h]) < 0)
             goto done;
         h++;
     }
@@ -153,7 +166,7 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
     if (!taken || !taken_bytes)
         goto done;
     for (Py_ssize_t c = 0; c < k; c++) {
-        PyObject *v = PyLong_FromSsize_t(at[c]);
+        PyObject *v = PyLong_FromSsize_t(at[c] - start[c]);
         if (!v)
             goto done;
         PyList_SET_ITEM(taken, c, v);
@@ -166,6 +179,7 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
 done:
     PyMem_Free(heap);
     PyMem_Free(at);
+    PyMem_Free(start);
     PyMem_Free(bytes_at);
     Py_XDECREF(rows);
     Py_XDECREF(parts);
@@ -176,7 +190,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"merge_rows", merge_rows, METH_VARARGS,
-     "merge_rows(buffers, more, partitions, n, max_bytes, reverse) -> "
+     "merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse) -> "
      "(rows, parts, taken, taken_bytes, size)"},
     {NULL, NULL, 0, NULL},
 };

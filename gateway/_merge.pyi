@@ -2,6 +2,7 @@
 
 def merge_rows(
     buffers: list[list[tuple[int, int, bytes, bytes]]],
+    starts: list[int],
     more: list[bool],
     partitions: list[int],
     n: int,

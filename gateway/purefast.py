@@ -743,28 +743,31 @@ def decode_rows_reply(
 
 def merge_rows(
     buffers: list[list[Row]],
+    starts: list[int],
     more: list[bool],
     partitions: list[int],
     n: int,
     max_bytes: int,
     reverse: bool,
 ) -> tuple[list[Row], list[int], list[int], list[int], int]:
-    """gateway/_merge.c's merge_rows: merges the partitions' buffered rows in (timestamp,
-    sequence, partition) order (reversed with ``reverse``) until n rows, max_bytes of topics
-    and values, or a buffer that may have more runs dry."""
+    """gateway/_merge.c's merge_rows: merges the partitions' buffered rows (each from its
+    ``starts[i]`` on) in (timestamp, sequence, partition) order (reversed with ``reverse``)
+    until n rows, max_bytes of topics and values, or a buffer that may have more runs dry."""
     k = len(buffers)
-    if len(more) != k or len(partitions) != k:
-        raise ValueError("buffers, more and partitions differ in length")
+    if len(starts) != k or len(more) != k or len(partitions) != k:
+        raise ValueError("buffers, starts, more and partitions differ in length")
     sign = -1 if reverse else 1
     heap: list[tuple[int, int, int, int]] = []
     for c, buf in enumerate(buffers):
         if not isinstance(buf, list):
             raise TypeError("buffers must be lists")
-        if buf:
-            ts, seq = buf[0][0], buf[0][1]
+        if not 0 <= starts[c] <= len(buf):
+            raise ValueError("a start is outside its buffer")
+        if starts[c] < len(buf):
+            ts, seq = buf[starts[c]][0], buf[starts[c]][1]
             heap.append((sign * ts, sign * seq, sign * partitions[c], sign * c))
     heapq.heapify(heap)
-    at = [0] * k
+    at = list(starts)
     bytes_at = [0] * k
     rows: list[Row] = []
     parts: list[int] = []
@@ -786,7 +789,7 @@ def merge_rows(
         if more[c]:
             break  # its next rows are unknown: refill before going on
         heapq.heappop(heap)
-    return rows, parts, at, bytes_at, size
+    return rows, parts, [a - s for a, s in zip(at, starts, strict=True)], bytes_at, size
 
 
 # ---- the embedded store (gateway/_wal.c) --------------------------------------------------

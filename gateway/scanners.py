@@ -13,7 +13,7 @@ import heapq
 import logging
 import secrets
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -80,13 +80,18 @@ class ScanSpec:
 
 class PartitionCursor:
     """Reads one partition in chunks, oldest first (newest first if reversed), through a
-    store reader (:meth:`PartitionStore.reader`), buffering what the merge has not taken."""
+    store reader (:meth:`PartitionStore.reader`), buffering what the merge has not taken.
+
+    The buffer is a list and where its rows not yet taken begin (``_head``): the merge reads
+    the list in place (``merge_rows`` takes the start) and taking rows moves the start, so no
+    row is copied from one container to another until a reply takes it."""
 
     __slots__ = (
         "_after",
         "_buffer",
         "_bytes",
         "_done",
+        "_head",
         "_last",
         "_reader",
         "chunk",
@@ -103,7 +108,8 @@ class PartitionCursor:
         self._after = after_for_start(spec.start, spec.reverse)  # where the buffer begins
         self._last: Row | None = None  # the last row handed out
         self._reader: PartitionReader | None = None  # made at the first fill
-        self._buffer: deque[Row] = deque()
+        self._buffer: list[Row] = []
+        self._head = 0  # rows before it are taken
         self._bytes = 0  # at least the topic and value bytes buffered (see _set_bytes)
         self._done = False
 
@@ -116,14 +122,14 @@ class PartitionCursor:
     def rewind(self) -> int:
         """Forgets the rows read ahead (the next fill reads them again, with a new reader);
         returns the bytes freed."""
-        buf = self._buffer
-        if not buf:
+        if not self.peek_ready():
             return 0
         self.close()
         if self._last is not None:
             self._after = MessageId(self._last[0], self._last[1])
             self._last = None
-        buf.clear()
+        self._buffer = []
+        self._head = 0
         self._done = False
         freed = self._bytes
         self._set_bytes(0)
@@ -137,10 +143,10 @@ class PartitionCursor:
             reader.close()
 
     def peek_ready(self) -> bool:
-        return bool(self._buffer)
+        return self._head < len(self._buffer)
 
     def exhausted(self) -> bool:
-        return self._done and not self._buffer
+        return self._done and self._head >= len(self._buffer)
 
     def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
         """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
@@ -150,6 +156,9 @@ class PartitionCursor:
         limit = max(want, self.chunk)
         meter = self.meter
         buf = self._buffer
+        if self._head:
+            del buf[: self._head]
+            self._head = 0
         while len(buf) < want and self._bytes < max_bytes and not self._done:
             if meter is not None:
                 meter.check()
@@ -171,46 +180,49 @@ class PartitionCursor:
 
     def take(self, n: int, max_bytes: int) -> list[Row]:
         """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
-        buf = self._buffer
-        if n >= len(buf) and self._bytes <= max_bytes:
-            rows = list(buf)
-            buf.clear()
+        buf, head = self._buffer, self._head
+        if n >= len(buf) - head and self._bytes <= max_bytes:
+            rows = buf if head == 0 else buf[head:]  # the list itself when all of it goes
+            self._buffer = []
+            self._head = 0
             self._set_bytes(0)
             if rows:
                 self._last = rows[-1]
             return rows
         # Count row by row: ``_bytes`` must stay an upper bound of what is left, since fill()
         # stops reading ahead on it.
-        rows = []
+        end = min(len(buf), head + n)
         size = 0
-        while buf and len(rows) < n and size < max_bytes:
-            row = buf.popleft()
+        at = head
+        while at < end and size < max_bytes:
+            row = buf[at]
             size += len(row[2]) + len(row[3])
-            rows.append(row)
-        self._set_bytes(max(0, self._bytes - size) if buf else 0)
+            at += 1
+        rows = buf[head:at]
+        self._head = at
+        self._set_bytes(max(0, self._bytes - size) if at < len(buf) else 0)
         if rows:
             self._last = rows[-1]
         return rows
 
     def pop(self) -> Row:
-        row = self._last = self._buffer.popleft()
-        self._set_bytes(max(0, self._bytes - len(row[2]) - len(row[3])) if self._buffer else 0)
+        row = self._last = self._buffer[self._head]
+        self._head += 1
+        more = self._head < len(self._buffer)
+        self._set_bytes(max(0, self._bytes - len(row[2]) - len(row[3])) if more else 0)
         return row
 
-    def drop(self, snapshot: list[Row], k: int, body_bytes: int) -> None:
-        """Forgets the first ``k`` rows (``snapshot`` is ``list()`` of the buffer as it is),
-        whose topics and values hold ``body_bytes``: ``_bytes`` stays an upper bound."""
-        if k:
-            self._last = snapshot[min(k, len(snapshot)) - 1]
-        if k >= len(snapshot):
-            self._buffer.clear()
-            self._set_bytes(0)
+    def drop(self, k: int, body_bytes: int) -> None:
+        """Forgets the next ``k`` rows, whose topics and values hold ``body_bytes``: ``_bytes``
+        stays an upper bound."""
+        if not k:
             return
-        self._buffer = deque(snapshot[k:])
-        self._set_bytes(max(0, self._bytes - body_bytes))
+        self._head = head = min(len(self._buffer), self._head + k)
+        self._last = self._buffer[head - 1]
+        self._set_bytes(max(0, self._bytes - body_bytes) if head < len(self._buffer) else 0)
 
     def head(self) -> Row:
-        return self._buffer[0]
+        return self._buffer[self._head]
 
 
 class MessageRows(NamedTuple):
@@ -373,10 +385,10 @@ class Scanner:
             live = [c for c in self.cursors if c.peek_ready()]
             if not live:
                 break
-            buffers = [list(c._buffer) for c in live]
             try:
                 got, parts, taken, taken_bytes, got_size = merge_rows(
-                    buffers, [not c._done for c in live], [c.partition for c in live],
+                    [c._buffer for c in live], [c._head for c in live],
+                    [not c._done for c in live], [c.partition for c in live],
                     n - len(rows), max_bytes - size, self.spec.reverse,
                 )  # fmt: skip
             except TypeError:
@@ -387,9 +399,8 @@ class Scanner:
             partitions += parts
             size += got_size
             refilled = False
-            for cursor, buffer, k, body in zip(live, buffers, taken, taken_bytes, strict=True):
-                if k:
-                    cursor.drop(buffer, k, body)
+            for cursor, k, body in zip(live, taken, taken_bytes, strict=True):
+                cursor.drop(k, body)
                 if not cursor.peek_ready() and not cursor._done:
                     cursor.fill(self.store, meta, per_cursor, per_cursor_bytes)
                     refilled = True

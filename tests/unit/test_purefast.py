@@ -229,15 +229,27 @@ def test_hbase_codec_twin(cells: list, prefix: bytes, ed: list, cut: Any) -> Non
     st.integers(0, 40),
     st.integers(0, 60),
     st.booleans(),
+    st.lists(st.integers(0, 7), min_size=5, max_size=5),
 )
-def test_merge_rows_twin(bufs: list, more: list, n: int, max_bytes: int, reverse: bool) -> None:
+def test_merge_rows_twin(
+    bufs: list, more: list, n: int, max_bytes: int, reverse: bool, starts: list
+) -> None:
     c = _c("gateway._merge")
     bufs = [sorted(b, reverse=reverse) for b in bufs]
     more = more[: len(bufs)]
+    starts = [min(s, len(b)) for s, b in zip(starts, bufs, strict=False)]
     parts = [7 - i for i in range(len(bufs))]
-    assert py.merge_rows(bufs, more, parts, n, max_bytes, reverse) == c.merge_rows(
-        bufs, more, parts, n, max_bytes, reverse
-    )
+    got = py.merge_rows(bufs, starts, more, parts, n, max_bytes, reverse)
+    assert got == c.merge_rows(bufs, starts, more, parts, n, max_bytes, reverse)
+    rows, _, taken, _, _ = got
+    used = {id(r) for b, s, t in zip(bufs, starts, taken, strict=True) for r in b[s : s + t]}
+    assert {id(r) for r in rows} == used  # only rows from each start on, and those taken
+
+
+def test_merge_rows_refuses_a_start_outside_its_buffer() -> None:
+    for impl in (py, _c("gateway._merge")):
+        with pytest.raises(ValueError, match="start is outside"):
+            impl.merge_rows([[(1, 0, b"t", b"v")]], [2], [False], [0], 10, 100, False)
 
 
 @given(st.integers(0, 32767), st.integers(0, 2**62), st.integers(0, 32767), st.integers(0, 70000))
