@@ -62,17 +62,35 @@ static void merge_sift_down(MergeKey *h, Py_ssize_t n, Py_ssize_t i, int reverse
     }
 }
 
+/* The timestamp int last read per cursor: the rows of one put share theirs (scan_records
+ * makes one per millisecond), and reading a timestamp's int costs more than all the rest of
+ * a row's merge step (PyLong_AsLongLong takes the slow path past 2**30). */
+typedef struct {
+    PyObject *obj; /* borrowed: a row in the cursor's buffer holds it */
+    long long value;
+} LastTs;
+
 /* The key of buffers[c][at]; 0 ok, -1 error (not a row tuple). */
-static int merge_key(PyObject *buf, Py_ssize_t at, long part, Py_ssize_t c, MergeKey *k)
+static int merge_key(PyObject *buf, Py_ssize_t at, long part, Py_ssize_t c, MergeKey *k,
+                     LastTs *last)
 {
     PyObject *row = PyList_GET_ITEM(buf, at);
     if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 4) {
         PyErr_SetString(PyExc_TypeError, "a row must be a (timestamp, sequence, topic, value) tuple");
         return -1;
     }
-    k->ts = PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0));
+    PyObject *ts = PyTuple_GET_ITEM(row, 0);
+    if (ts == last->obj) {
+        k->ts = last->value;
+    } else {
+        k->ts = PyLong_AsLongLong(ts);
+        if (k->ts == -1 && PyErr_Occurred())
+            return -1;
+        last->obj = ts;
+        last->value = k->ts;
+    }
     k->seq = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
-    if (PyErr_Occurred())
+    if (k->seq == -1 && PyErr_Occurred())
         return -1;
     k->part = part;
     k->cursor = c;
@@ -98,10 +116,11 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
     MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * (size_t)(k ? k : 1));
     Py_ssize_t *at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
     Py_ssize_t *start = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
+    LastTs *last = PyMem_Calloc((size_t)(k ? k : 1), sizeof(LastTs));
     Py_ssize_t *bytes_at = PyMem_Calloc((size_t)(k ? k : 1), sizeof(Py_ssize_t));
     PyObject *rows = PyList_New(0), *parts = PyList_New(0), *taken = NULL, *taken_bytes = NULL;
     PyObject *result = NULL;
-    if (!heap || !at || !start || !bytes_at || !rows || !parts) {
+    if (!heap || !at || !start || !last || !bytes_at || !rows || !parts) {
         PyErr_NoMemory();
         goto done;
     }
@@ -125,7 +144,7 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
         at[c] = start[c] = first;
         if (first == PyList_GET_SIZE(buf))
             continue;
-        if (merge_key(buf, first, part, c, &heap[h]) < 0)
+        if (merge_key(buf, first, part, c, &heap[h], &last[c]) < 0)
             goto done;
         h++;
     }
@@ -148,7 +167,7 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
         count++;
         at[c]++;
         if (at[c] < PyList_GET_SIZE(buf)) {
-            if (merge_key(buf, at[c], heap[0].part, c, &heap[0]) < 0)
+            if (merge_key(buf, at[c], heap[0].part, c, &heap[0], &last[c]) < 0)
                 goto done;
             merge_sift_down(heap, h, 0, reverse);
             continue;
@@ -180,6 +199,7 @@ done:
     PyMem_Free(heap);
     PyMem_Free(at);
     PyMem_Free(start);
+    PyMem_Free(last);
     PyMem_Free(bytes_at);
     Py_XDECREF(rows);
     Py_XDECREF(parts);

@@ -712,9 +712,32 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
     if (partition == -1 && PyErr_Occurred())
         return NULL;
 
-    Out o = {NULL, 0, 0};
-    if (out_grow(&o, 32 + name_len + n * 48) < 0)
+    /* First pass: check the rows and size the reply exactly, so it is written once, straight
+     * into the bytes object returned (no growing buffer copied at the end). */
+    Py_ssize_t total = 4 + 4 + name_len + 4 + 3 + 1 + 4 + 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
+            PyErr_SetString(PyExc_TypeError, "a row must be (timestamp, sequence, topic, value)");
+            return NULL;
+        }
+        PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
+        if (!PyBytes_Check(topic) || !PyBytes_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "topic and value must be bytes");
+            return NULL;
+        }
+        /* ints only: reading another object's value could run Python code that changes rows */
+        if (!PyLong_Check(PyTuple_GET_ITEM(row, 0)) || !PyLong_Check(PyTuple_GET_ITEM(row, 1)) ||
+            (!one_partition && !PyLong_Check(PyList_GET_ITEM(partitions, i)))) {
+            PyErr_SetString(PyExc_TypeError, "timestamps, sequences and partitions must be ints");
+            return NULL;
+        }
+        total += 40 + PyBytes_GET_SIZE(topic) + PyBytes_GET_SIZE(value);
+    }
+    PyObject *result = PyBytes_FromStringAndSize(NULL, total);
+    if (!result)
         return NULL;
+    Out o = {PyBytes_AS_STRING(result), 0, total};
     put32(&o, (int32_t)0x80010002); /* version 1, REPLY */
     put32(&o, (int32_t)name_len);
     memcpy(o.p + o.len, name, (size_t)name_len);
@@ -723,27 +746,33 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
     put_field(&o, 15, 0); /* success: list<TMessage> */
     put8(&o, 12);
     put32(&o, (int32_t)n);
+    /* the rows of a put share their timestamp's int: read it once while it repeats */
+    PyObject *last_ts = NULL;
+    long long ts = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 4) {
-            PyErr_SetString(PyExc_TypeError, "a row must be (timestamp, sequence, topic, value)");
-            goto fail;
-        }
         PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
-        if (!PyBytes_Check(topic) || !PyBytes_Check(value)) {
-            PyErr_SetString(PyExc_TypeError, "topic and value must be bytes");
+        PyObject *ts_int = PyTuple_GET_ITEM(row, 0);
+        if (ts_int != last_ts) {
+            ts = PyLong_AsLongLong(ts_int);
+            if (ts == -1 && PyErr_Occurred())
+                goto fail;
+            last_ts = ts_int;
+        }
+        long seq = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
+        if (seq == -1 && PyErr_Occurred())
+            goto fail;
+        long p = partition;
+        if (!one_partition) {
+            p = PyLong_AsLong(PyList_GET_ITEM(partitions, i));
+            if (p == -1 && PyErr_Occurred())
+                goto fail;
+        }
+        Py_ssize_t tl = PyBytes_GET_SIZE(topic), vl = PyBytes_GET_SIZE(value);
+        if (o.len + 40 + tl + vl > total - 1) {
+            PyErr_SetString(PyExc_RuntimeError, "the rows changed while encoded");
             goto fail;
         }
-        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(row, 0));
-        long seq = PyLong_AsLong(PyTuple_GET_ITEM(row, 1));
-        long p = partition;
-        if (!one_partition)
-            p = PyLong_AsLong(PyList_GET_ITEM(partitions, i));
-        if (PyErr_Occurred())
-            goto fail;
-        Py_ssize_t tl = PyBytes_GET_SIZE(topic), vl = PyBytes_GET_SIZE(value);
-        if (out_grow(&o, 40 + tl + vl) < 0)
-            goto fail;
         put_field(&o, 12, 1); /* id: TMessageID */
         put_field(&o, 10, 1);
         put64(&o, ts);
@@ -762,14 +791,11 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
         o.len += vl;
         put8(&o, 0); /* end of TMessage */
     }
-    if (out_grow(&o, 2) < 0)
-        goto fail;
     put8(&o, 0); /* end of the result struct */
-    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
-    PyMem_Free(o.p);
+    assert(o.len == total);
     return result;
 fail:
-    PyMem_Free(o.p);
+    Py_DECREF(result);
     return NULL;
 }
 static PyMethodDef methods[] = {
