@@ -202,13 +202,14 @@ def _read(job: Job) -> int:
         t = hqueue_thrift()
         with hqueue.Connection(HOST, job.port, timeout=60) as conn:
             name = job.target.encode()
-            spec = t.TMessageScan(caching=BATCH)
+            page = hqueue.queue.DEFAULT_SCAN_BATCH  # what the friendly scan asks per call
+            spec = t.TMessageScan(caching=page)
             sid = (conn.call("queueScannerOpen", name, spec) if job.partitions > 1
                    else conn.call("messageScannerOpen", name, 0, spec))  # fmt: skip
             ch = fastpath.channel(conn)
             assert ch is not None
             while n < job.total:
-                want = min(BATCH, job.total - n)
+                want = min(page, job.total - n)
                 request = codec.encode_get_list(0, sid, want)
                 got = fastpath.call(conn, ch, "messageScannerGetList", request, _lean_list_reply)
                 if not got:

@@ -27,6 +27,12 @@ if TYPE_CHECKING:  # types only: the runtime is imported by Queue.create_subscri
     from .connection import Connection, QueueInfo
 
 DEFAULT_BATCH_SIZE = 1000
+# Messages a scan asks for per call. A call costs the gateway about 70 us whatever it carries
+# (a request to decode, a reply to send, a turn of the event loop): at 1000 that was a fifth of
+# its CPU per message read. 4096 is about 0.5 MiB of 100-byte messages, half what Kafka's
+# consumer fetches per partition by default; the gateway stops a reply past 16 MiB whatever
+# is asked.
+DEFAULT_SCAN_BATCH = 4096
 
 
 def _own_partitions(messages: Sequence[Any]) -> bool:
@@ -254,7 +260,7 @@ class Queue:
         topics: Iterable[Bytes] | None = None,
         reverse: bool = False,
         partitions: int | Sequence[int] | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int = DEFAULT_SCAN_BATCH,
         limit: int | None = None,
     ) -> ScanIterator:
         """Messages from ``start`` (inclusive) to ``stop`` (exclusive), in MessageID order
