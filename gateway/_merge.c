@@ -22,7 +22,9 @@
  * says how many rows of buffers[i] were used from starts[i] on, taken_bytes[i] their topic and value bytes,
  * size those of all. The gateway's scanners
  * interleave partitions message by message when a producer writes several within one
- * millisecond: a heap step per message in Python cost about a microsecond. */
+ * millisecond: a heap step per message in Python cost about a microsecond. Rows that come
+ * one after the other from one partition (a put's run of ids) are taken as a run: the
+ * heap is consulted at the run's ends only. */
 
 typedef struct {
     long long ts;
@@ -154,20 +156,66 @@ static PyObject *merge_rows(PyObject *self, PyObject *args)
     while (h > 0 && count < n && size < max_bytes) {
         Py_ssize_t c = heap[0].cursor;
         PyObject *buf = PyList_GET_ITEM(buffers, c);
-        PyObject *row = PyList_GET_ITEM(buf, at[c]);
-        PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
-        if (PyList_Append(rows, row) < 0 || PyList_Append(parts, PyList_GET_ITEM(partitions, c)) < 0)
-            goto done;
-        Py_ssize_t tl = PyBytes_Check(topic) ? PyBytes_GET_SIZE(topic) : PyObject_Length(topic);
-        Py_ssize_t vl = PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : PyObject_Length(value);
-        if (tl < 0 || vl < 0)
-            goto done;
-        size += tl + vl;
-        bytes_at[c] += tl + vl;
-        count++;
-        at[c]++;
-        if (at[c] < PyList_GET_SIZE(buf)) {
-            if (merge_key(buf, at[c], heap[0].part, c, &heap[0], &last[c]) < 0)
+        Py_ssize_t len = PyList_GET_SIZE(buf), end = len;
+        /* The run of the top cursor: its rows before the smallest head of the others (a put's
+         * messages come in runs of consecutive ids), found with a galloping search, so a row
+         * inside a run costs no key and no heap step. */
+        if (h > 1) {
+            const MergeKey *runner = &heap[1];
+            if (h > 2 && merge_less(&heap[2], runner, reverse))
+                runner = &heap[2];
+            MergeKey probe;
+            Py_ssize_t lo = at[c], step = 1; /* lo: the last row known to come first */
+            end = len;
+            while (lo + step < len) {
+                if (merge_key(buf, lo + step, heap[0].part, c, &probe, &last[c]) < 0)
+                    goto done;
+                if (!merge_less(&probe, runner, reverse)) {
+                    end = lo + step;
+                    break;
+                }
+                lo += step;
+                step *= 2;
+            }
+            /* the first row after the run is in (lo, end]: bisect */
+            Py_ssize_t hi = end;
+            while (hi - lo > 1) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (merge_key(buf, mid, heap[0].part, c, &probe, &last[c]) < 0)
+                    goto done;
+                if (merge_less(&probe, runner, reverse))
+                    lo = mid;
+                else
+                    hi = mid;
+            }
+            end = hi;
+        }
+        PyObject *part = PyList_GET_ITEM(partitions, c);
+        Py_ssize_t i = at[c];
+        while (i < end && count < n && size < max_bytes) {
+            PyObject *row = PyList_GET_ITEM(buf, i);
+            if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) < 4) {
+                PyErr_SetString(PyExc_TypeError,
+                                "a row must be a (timestamp, sequence, topic, value) tuple");
+                goto done;
+            }
+            PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
+            if (PyList_Append(rows, row) < 0 || PyList_Append(parts, part) < 0)
+                goto done;
+            Py_ssize_t tl = PyBytes_Check(topic) ? PyBytes_GET_SIZE(topic) : PyObject_Length(topic);
+            Py_ssize_t vl = PyBytes_Check(value) ? PyBytes_GET_SIZE(value) : PyObject_Length(value);
+            if (tl < 0 || vl < 0)
+                goto done;
+            size += tl + vl;
+            bytes_at[c] += tl + vl;
+            count++;
+            i++;
+        }
+        at[c] = i;
+        if (i < end)
+            break; /* n rows or max_bytes */
+        if (i < len) {
+            if (merge_key(buf, i, heap[0].part, c, &heap[0], &last[c]) < 0)
                 goto done;
             merge_sift_down(heap, h, 0, reverse);
             continue;
