@@ -8,6 +8,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* A timestamp's int passes 2**30: PyLong_AsLong (64 bits here) reads it in a short loop where
+ * PyLong_AsLongLong goes through _PyLong_AsByteArray. */
+#if LONG_MAX >= INT64_MAX
+#define AS_INT64(o) ((long long)PyLong_AsLong(o))
+#else
+#define AS_INT64(o) PyLong_AsLongLong(o)
+#endif
+
 /* ---- merged scans: the k-way merge of partitions' buffered rows ----------------------- */
 
 /* merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse)
@@ -66,7 +74,7 @@ static void merge_sift_down(MergeKey *h, Py_ssize_t n, Py_ssize_t i, int reverse
 
 /* The timestamp int last read per cursor: the rows of one put share theirs (scan_records
  * makes one per millisecond), and reading a timestamp's int costs more than all the rest of
- * a row's merge step (PyLong_AsLongLong takes the slow path past 2**30). */
+ * a row's merge step. */
 typedef struct {
     PyObject *obj; /* borrowed: a row in the cursor's buffer holds it */
     long long value;
@@ -85,7 +93,7 @@ static int merge_key(PyObject *buf, Py_ssize_t at, long part, Py_ssize_t c, Merg
     if (ts == last->obj) {
         k->ts = last->value;
     } else {
-        k->ts = PyLong_AsLongLong(ts);
+        k->ts = AS_INT64(ts);
         if (k->ts == -1 && PyErr_Occurred())
             return -1;
         last->obj = ts;

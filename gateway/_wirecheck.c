@@ -684,6 +684,14 @@ done:
     return result;
 }
 
+/* A timestamp's int passes 2**30: PyLong_AsLong (64 bits here) reads it in a short loop where
+ * PyLong_AsLongLong goes through _PyLong_AsByteArray. */
+#if LONG_MAX >= INT64_MAX
+#define AS_INT64(o) ((long long)PyLong_AsLong(o))
+#else
+#define AS_INT64(o) PyLong_AsLongLong(o)
+#endif
+
 /* ---- the scan fast path ------------------------------------------------------------- */
 
 /* encode_messages_reply(name, seqid, partitions, rows) -> bytes
@@ -754,7 +762,7 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
         PyObject *topic = PyTuple_GET_ITEM(row, 2), *value = PyTuple_GET_ITEM(row, 3);
         PyObject *ts_int = PyTuple_GET_ITEM(row, 0);
         if (ts_int != last_ts) {
-            ts = PyLong_AsLongLong(ts_int);
+            ts = AS_INT64(ts_int);
             if (ts == -1 && PyErr_Occurred())
                 goto fail;
             last_ts = ts_int;
