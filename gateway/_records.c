@@ -187,7 +187,8 @@ static PyObject *sequence_int(int seq)
 }
 
 /* One message in range (key in s->at): the topic filter, the row, limit, size and budget. */
-static int take(Scan *s, const uint8_t *topic, Py_ssize_t tl, const uint8_t *body, Py_ssize_t bl)
+static int take(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t tl,
+                const uint8_t *body, Py_ssize_t bl)
 {
     PyObject *t;
     if (s->last_topic && PyBytes_GET_SIZE(s->last_topic) == tl &&
@@ -210,9 +211,6 @@ static int take(Scan *s, const uint8_t *topic, Py_ssize_t tl, const uint8_t *bod
         }
     }
     if (wanted) {
-        long long ts;
-        int seq;
-        hq_key_decode(s->at, &ts, &seq);
         /* The messages of a put share their millisecond, and sequences repeat from one
          * millisecond to the next: their ints are shared, not made per row (a row's tuple and
          * body are what is left to allocate; Py_BuildValue's format parsing went too). */
@@ -281,7 +279,10 @@ static int scan_row(Scan *s, const uint8_t *key, const uint8_t *c, Py_ssize_t cl
     int where = place(s, reverse);
     if (where)
         return where > 0 ? OUT_OF_RANGE : GO_ON;
-    return take(s, c + 1, c[0], c + 1 + c[0], cl - 1 - c[0]);
+    long long ts;
+    int seq;
+    hq_key_decode(key, &ts, &seq);
+    return take(s, ts, seq, c + 1, c[0], c + 1 + c[0], cl - 1 - c[0]);
 }
 
 static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t vl, int reverse)
@@ -297,6 +298,16 @@ static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t
     int seq0;
     hq_key_decode(key, &ts0, &seq0);
     int partition = (key[HQ_KEY_PARTITION_AT] << 8) | key[HQ_KEY_PARTITION_AT + 1];
+    /* A record wholly inside the range (the common case) needs no bounds per message. */
+    uint8_t last_key[HQ_KEY_LENGTH];
+    {
+        uint64_t ts;
+        unsigned seq;
+        nth_id((uint64_t)ts0, (unsigned)seq0, count - 1, &ts, &seq);
+        hq_key_encode(last_key, partition, ts, seq);
+    }
+    int inside = cmp_key(key, s->lower, s->lower_len) >= 0 &&
+                 cmp_key(last_key, s->upper, s->upper_len) < 0;
     for (uint32_t n = 0; n < count; n++) {
         uint32_t i = reverse ? count - 1 - n : n;
         uint64_t at = get_le32(table + 4 * i);
@@ -307,13 +318,16 @@ static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t
         unsigned seq;
         nth_id((uint64_t)ts0, (unsigned)seq0, i, &ts, &seq);
         hq_key_encode(s->at, partition, ts, seq);
-        int where = place(s, reverse);
-        if (where < 0)
-            continue;
-        if (where > 0)
-            return OUT_OF_RANGE;
+        if (!inside) {
+            int where = place(s, reverse);
+            if (where < 0)
+                continue;
+            if (where > 0)
+                return OUT_OF_RANGE;
+        }
         const uint8_t *m = v + at;
-        int r = take(s, m + 1, m[0], m + 1 + m[0], (Py_ssize_t)(end - at) - 1 - m[0]);
+        int r = take(s, (long long)ts, (int)seq, m + 1, m[0], m + 1 + m[0],
+                     (Py_ssize_t)(end - at) - 1 - m[0]);
         if (r != GO_ON)
             return r;
     }
