@@ -22,7 +22,7 @@ setup(
         Extension(
             "gateway._records",
             ["gateway/_records.c"],
-            depends=["gateway/_rowkey.h"],
+            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h"],
             extra_compile_args=["-O2"],
         ),
         # the merged scans' k-way merge (gateway/scanners.py)

@@ -15,9 +15,11 @@
  *   the log's cells (gateway/_wal.c's format: u8 key length, key, u32 LE value length,
  *   value), so put_wal_cells applies and replays them unchanged; and how many there are.
  * scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)
- *     -> (status, key, size, budget, held)
+ *     -> (status, key, size, budget, held, taken, last, bodies)
  *   The scan loop over RocksDB entries (per-row values or records), message by message:
- *   appends (timestamp, sequence, topic, body) to ``rows`` for every message whose key is
+ *   appends (timestamp, sequence, topic, body) to ``rows`` (a list; a bytearray: the
+ *   message as a TMessage of the binary protocol, the scan reply's element, and ``limit``
+ *   counts the messages this call adds rather than the list's length) for every message whose key is
  *   in [lower, upper) and whose topic is in ``topics`` (None: all), in key order or, when
  *   ``reverse``, newest first. ``held`` (an entry from an earlier call, or None) is looked
  *   at before ``items``. An entry below ``lower`` (forward) or at or above ``upper``
@@ -25,7 +27,9 @@
  *   status: 0 ``items`` ended; 1 a message out of range (the range ended); 2 rows reached
  *   ``limit`` or the bodies ``max_bytes`` (key: the last row's); 3 ``budget`` messages in
  *   range examined (key: the last examined). size: bytes of topics and bodies appended (+1
- *   each); held: on 2 and 3, the record entry it stopped in (None for a row).
+ *   each); held: on 2 and 3, the record entry it stopped in (None for a row); taken: the
+ *   messages this call appended, last: the key of the last of them (None if none), bodies:
+ *   their bodies' bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,6 +37,7 @@
 #include <string.h>
 
 #include "_rowkey.h"
+#include "_thriftbuf.h"
 
 #define RECORD_MARK 0
 #define RECORD_VERSION 1
@@ -162,7 +167,25 @@ typedef struct {
     const char *lower, *upper;
     Py_ssize_t lower_len, upper_len;
     uint8_t at[HQ_KEY_LENGTH]; /* the key of the last message looked at */
+    /* rows is a bytearray: messages are appended as TMessages (gateway/_thriftbuf.h) */
+    int encoded;
+    Py_ssize_t used;  /* bytes of the bytearray in use (it is grown ahead) */
+    Py_ssize_t taken, bodies; /* messages taken, and their bodies' bytes, by this call */
+    int have_last;
+    uint8_t last[HQ_KEY_LENGTH]; /* the key of the last message taken */
 } Scan;
+
+/* Room for n more bytes in an encoded read's bytearray, doubling it (trimmed at the end). */
+static int sink_reserve(Scan *s, Py_ssize_t n)
+{
+    Py_ssize_t have = PyByteArray_GET_SIZE(s->rows);
+    if (s->used + n <= have)
+        return 0;
+    Py_ssize_t cap = have < 65536 ? 65536 : have;
+    while (cap < s->used + n)
+        cap *= 2;
+    return PyByteArray_Resize(s->rows, cap);
+}
 
 static int cmp_key(const uint8_t *k, const char *b, Py_ssize_t bl)
 {
@@ -210,7 +233,22 @@ static int take(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t
             return FAILED;
         }
     }
-    if (wanted) {
+    if (wanted && s->encoded) {
+        Py_DECREF(t);
+        if (sink_reserve(s, TMESSAGE_OVERHEAD + tl + bl) < 0)
+            return FAILED;
+        Out o = {PyByteArray_AS_STRING(s->rows), s->used, PyByteArray_GET_SIZE(s->rows)};
+        int partition = (s->at[HQ_KEY_PARTITION_AT] << 8) | s->at[HQ_KEY_PARTITION_AT + 1];
+        put_tmessage(&o, ts, seq, partition, (const char *)topic, tl, (const char *)body, bl);
+        s->used = o.len;
+        s->taken++;
+        s->bodies += bl;
+        s->have_last = 1;
+        memcpy(s->last, s->at, HQ_KEY_LENGTH);
+        s->size += 1 + tl + bl;
+        if (s->taken >= s->limit || s->size >= s->max_bytes)
+            return FULL;
+    } else if (wanted) {
         /* The messages of a put share their millisecond, and sequences repeat from one
          * millisecond to the next: their ints are shared, not made per row (a row's tuple and
          * body are what is left to allocate; Py_BuildValue's format parsing went too). */
@@ -246,6 +284,10 @@ static int take(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t
             return FAILED;
         }
         Py_DECREF(row);
+        s->taken++;
+        s->bodies += bl;
+        s->have_last = 1;
+        memcpy(s->last, s->at, HQ_KEY_LENGTH);
         s->size += 1 + tl + bl;
         if (PyList_GET_SIZE(s->rows) >= s->limit || s->size >= s->max_bytes)
             return FULL;
@@ -363,16 +405,22 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
     PyObject *items, *held, *lower, *upper, *topics, *rows;
     Py_ssize_t limit, budget, max_bytes;
     int reverse;
-    if (!PyArg_ParseTuple(args, "OOSSOnnO!np", &items, &held, &lower, &upper, &topics, &limit,
-                          &budget, &PyList_Type, &rows, &max_bytes, &reverse))
+    if (!PyArg_ParseTuple(args, "OOSSOnnOnp", &items, &held, &lower, &upper, &topics, &limit,
+                          &budget, &rows, &max_bytes, &reverse))
         return NULL;
+    int encoded = PyByteArray_CheckExact(rows);
+    if (!encoded && !PyList_Check(rows)) {
+        PyErr_SetString(PyExc_TypeError, "rows must be a list or a bytearray");
+        return NULL;
+    }
     if (topics != Py_None && !PyAnySet_Check(topics)) {
         PyErr_SetString(PyExc_TypeError, "topics must be a set, a frozenset or None");
         return NULL;
     }
     Scan s = {topics, rows, NULL, NULL, 0, limit, budget, max_bytes, 0,
               PyBytes_AS_STRING(lower), PyBytes_AS_STRING(upper),
-              PyBytes_GET_SIZE(lower), PyBytes_GET_SIZE(upper), {0}};
+              PyBytes_GET_SIZE(lower), PyBytes_GET_SIZE(upper), {0},
+              encoded, encoded ? PyByteArray_GET_SIZE(rows) : 0, 0, 0, 0, {0}};
     int status = GO_ON, seen = 0;
     PyObject *item = NULL;
     if (held != Py_None) {
@@ -395,6 +443,8 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
     }
     Py_XDECREF(s.last_topic);
     Py_XDECREF(s.last_ts);
+    if (encoded && PyByteArray_Resize(rows, s.used) < 0) /* the room grown ahead goes */
+        status = FAILED;
     if (status == FAILED) {
         Py_XDECREF(item);
         return NULL;
@@ -403,12 +453,17 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
     if ((status == FULL || status == BUDGET) &&
         PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 1))[0] == RECORD_MARK)
         keep = item;
-    PyObject *result;
+    PyObject *at = seen ? PyBytes_FromStringAndSize((const char *)s.at, HQ_KEY_LENGTH) : Py_None;
+    PyObject *last = s.have_last ? PyBytes_FromStringAndSize((const char *)s.last, HQ_KEY_LENGTH)
+                                 : Py_None;
+    PyObject *result = NULL;
+    if (at && last)
+        result = Py_BuildValue("(iOnnOnOn)", status, at, s.size, s.budget, keep, s.taken, last,
+                               s.bodies);
     if (seen)
-        result = Py_BuildValue("(iy#nnO)", status, (const char *)s.at, (Py_ssize_t)HQ_KEY_LENGTH,
-                               s.size, s.budget, keep);
-    else
-        result = Py_BuildValue("(iOnnO)", status, Py_None, s.size, s.budget, keep);
+        Py_XDECREF(at);
+    if (s.have_last)
+        Py_XDECREF(last);
     Py_XDECREF(item);
     return result;
 }
@@ -419,7 +474,7 @@ static PyMethodDef methods[] = {
      "(cells, records)"},
     {"scan_records", scan_records, METH_VARARGS,
      "scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)"
-     " -> (status, key, size, budget, held)"},
+     " -> (status, key, size, budget, held, taken, last, bodies)"},
     {NULL, NULL, 0, NULL},
 };
 

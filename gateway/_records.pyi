@@ -19,9 +19,11 @@ def scan_records(
     topics: frozenset[bytes] | set[bytes] | None,
     limit: int,
     budget: int,
-    rows: list[tuple[int, int, bytes, bytes]],
+    rows: list[tuple[int, int, bytes, bytes]] | bytearray,
     max_bytes: int,
     reverse: bool,
-) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None]: ...
+) -> tuple[
+    int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int
+]: ...
 
 RECORD_VERSION: int  # checked against gateway/store/embedded/records.py by the unit tests

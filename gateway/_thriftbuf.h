@@ -157,4 +157,33 @@ static inline void put_field(Out *o, uint8_t type, int16_t id)
     put16(o, id);
 }
 
+/* Bytes of one TMessage on the binary protocol past its topic and value. */
+#define TMESSAGE_OVERHEAD 40
+
+/* One TMessage (id {timestamp, sequence}, partitionID, topic, value) on the binary protocol;
+ * o must have room for TMESSAGE_OVERHEAD + tl + vl more bytes. The scan replies' one encoder
+ * (encode_messages_reply here, scan_records' encoded reads in gateway/_records.c). */
+static inline void put_tmessage(Out *o, long long ts, long seq, long partition,
+                                const char *topic, Py_ssize_t tl, const char *value,
+                                Py_ssize_t vl)
+{
+    put_field(o, 12, 1); /* id: TMessageID */
+    put_field(o, 10, 1);
+    put64(o, ts);
+    put_field(o, 6, 2);
+    put16(o, (int16_t)seq);
+    put8(o, 0);
+    put_field(o, 6, 2); /* partitionID */
+    put16(o, (int16_t)partition);
+    put_field(o, 11, 3); /* topic */
+    put32(o, (int32_t)tl);
+    memcpy(o->p + o->len, topic, (size_t)tl);
+    o->len += tl;
+    put_field(o, 11, 4); /* value */
+    put32(o, (int32_t)vl);
+    memcpy(o->p + o->len, value, (size_t)vl);
+    o->len += vl;
+    put8(o, 0); /* end of TMessage */
+}
+
 #endif

@@ -740,7 +740,7 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "timestamps, sequences and partitions must be ints");
             return NULL;
         }
-        total += 40 + PyBytes_GET_SIZE(topic) + PyBytes_GET_SIZE(value);
+        total += TMESSAGE_OVERHEAD + PyBytes_GET_SIZE(topic) + PyBytes_GET_SIZE(value);
     }
     PyObject *result = PyBytes_FromStringAndSize(NULL, total);
     if (!result)
@@ -777,27 +777,11 @@ static PyObject *encode_messages_reply(PyObject *self, PyObject *args)
                 goto fail;
         }
         Py_ssize_t tl = PyBytes_GET_SIZE(topic), vl = PyBytes_GET_SIZE(value);
-        if (o.len + 40 + tl + vl > total - 1) {
+        if (o.len + TMESSAGE_OVERHEAD + tl + vl > total - 1) {
             PyErr_SetString(PyExc_RuntimeError, "the rows changed while encoded");
             goto fail;
         }
-        put_field(&o, 12, 1); /* id: TMessageID */
-        put_field(&o, 10, 1);
-        put64(&o, ts);
-        put_field(&o, 6, 2);
-        put16(&o, (int16_t)seq);
-        put8(&o, 0);
-        put_field(&o, 6, 2); /* partitionID */
-        put16(&o, (int16_t)p);
-        put_field(&o, 11, 3); /* topic */
-        put32(&o, (int32_t)tl);
-        memcpy(o.p + o.len, PyBytes_AS_STRING(topic), (size_t)tl);
-        o.len += tl;
-        put_field(&o, 11, 4); /* value */
-        put32(&o, (int32_t)vl);
-        memcpy(o.p + o.len, PyBytes_AS_STRING(value), (size_t)vl);
-        o.len += vl;
-        put8(&o, 0); /* end of TMessage */
+        put_tmessage(&o, ts, seq, p, PyBytes_AS_STRING(topic), tl, PyBytes_AS_STRING(value), vl);
     }
     put8(&o, 0); /* end of the result struct */
     assert(o.len == total);

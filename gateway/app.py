@@ -128,6 +128,7 @@ class Gateway:
                     max_batch_messages=self.config.max_batch_messages,
                 ),
             )
+            self.service.encoded_replies = not self.config.compact
             processor = GatewayProcessor(
                 thrift,
                 thrift.HQueueService,

@@ -12,13 +12,14 @@ The request was checked by :mod:`gateway.wire` before it reached ``process``.
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TProcessor
 
 from .errors import HQueueError, InvalidArgument, Overloaded, StoreError
 from .fast import encode_messages_reply, extract_put
-from .scanners import MessageRows
+from .scanners import EncodedRows, MessageRows
 from .wire import direct_writer
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,10 @@ class GatewayProcessor(TProcessor):
         rows = getattr(result, "success", None)  # void methods have no success field
         if isinstance(rows, MessageRows):
             if self._binary:  # encode straight from the rows
-                reply = encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows)
+                if isinstance(rows.rows, EncodedRows):  # the store reader encoded them
+                    reply = _encoded_reply(api.encode(), seqid, rows.rows)
+                else:
+                    reply = encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows)
                 # the reply is the only copy from here: a client slow to read it holds just it
                 result.success = rows = None
                 direct = direct_writer()
@@ -146,3 +150,19 @@ class GatewayProcessor(TProcessor):
         self.stats.request_error(api, "io_error")
         if isinstance(exc, StoreError):
             self.stats.store_error(api)
+
+
+_REPLY_HEAD = struct.Struct(">ii")  # version and type, name length
+_LIST_HEAD = struct.Struct(">iBhBi")  # seqid, success field (list, 0), element type, size
+
+
+def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> bytes:
+    """The binary REPLY of a ``list<TMessage>`` method around messages already encoded (what
+    ``encode_messages_reply`` writes for the same rows)."""
+    return b"".join((
+        _REPLY_HEAD.pack(-2147418110, len(name)),  # 0x80010002: version 1, REPLY
+        name,
+        _LIST_HEAD.pack(seqid, 15, 0, 12, rows.count),
+        rows.data,
+        b"\x00",  # end of the result struct
+    ))  # fmt: skip

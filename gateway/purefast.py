@@ -591,23 +591,28 @@ def encode_messages_reply(
         if not isinstance(topic, bytes) or not isinstance(value, bytes):
             raise TypeError("topic and value must be bytes")
         p = partitions if one else partitions[i]  # type: ignore[index]
-        out.append(
-            b"\x0c\x00\x01\x0a\x00\x01"
-            + _I64.pack(ts)
-            + b"\x06\x00\x02"
-            + _I16.pack(_wrap16(seq))
-            + b"\x00\x06\x00\x02"
-            + _I16.pack(_wrap16(p))  # type: ignore[arg-type]
-            + b"\x0b\x00\x03"
-            + _I32.pack(len(topic))
-            + topic
-            + b"\x0b\x00\x04"
-            + _I32.pack(len(value))
-            + value
-            + b"\x00"
-        )
+        out.append(tmessage(ts, seq, p, topic, value))  # type: ignore[arg-type]
     out.append(b"\x00")
     return b"".join(out)
+
+
+def tmessage(ts: int, seq: int, partition: int, topic: bytes, value: bytes) -> bytes:
+    """gateway/_thriftbuf.h's put_tmessage: one TMessage on the binary protocol."""
+    return (
+        b"\x0c\x00\x01\x0a\x00\x01"
+        + _I64.pack(ts)
+        + b"\x06\x00\x02"
+        + _I16.pack(_wrap16(seq))
+        + b"\x00\x06\x00\x02"
+        + _I16.pack(_wrap16(partition))
+        + b"\x0b\x00\x03"
+        + _I32.pack(len(topic))
+        + topic
+        + b"\x0b\x00\x04"
+        + _I32.pack(len(value))
+        + value
+        + b"\x00"
+    )
 
 
 def _wrap16(v: int) -> int:
@@ -966,24 +971,33 @@ def scan_records(
     topics: frozenset[bytes] | set[bytes] | None,
     limit: int,
     budget: int,
-    rows: list[Row],
+    rows: list[Row] | bytearray,
     max_bytes: int,
     reverse: bool,
-) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None]:
+) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int]:
     """gateway/_records.c's scan_records: appends the (timestamp, sequence, topic, body) of
     the messages of ``held`` then ``items`` (per-row values or records) in [lower, upper)
-    whose topic is in ``topics``, in scan order; returns (status, key, size, budget, held)
-    as the C does (0 end, 1 out of range, 2 limit or max_bytes, 3 budget)."""
+    whose topic is in ``topics``, in scan order, to ``rows`` (a bytearray: as TMessages, and
+    ``limit`` counts what this call adds); returns (status, key, size, budget, held, taken,
+    last, bodies) as the C does (status 0 end, 1 out of range, 2 limit or max_bytes, 3
+    budget)."""
     if topics is not None and not isinstance(topics, (set, frozenset)):
         raise TypeError("topics must be a set, a frozenset or None")
+    encoded = type(rows) is bytearray
+    if not encoded and not isinstance(rows, list):
+        raise TypeError("rows must be a list or a bytearray")
     at: bytes | None = None
-    size = 0
+    size = taken = bodies = 0
+    last: bytes | None = None
     unpack = rowkey.KEY.unpack
 
     def entries() -> Iterator[Any]:
         if held is not None:
             yield held
         yield from items
+
+    def done(status: int, keep: tuple[bytes, bytes] | None = None) -> Any:
+        return status, at, size, budget, keep, taken, last, bodies
 
     for item in entries():
         if (
@@ -1005,7 +1019,7 @@ def scan_records(
             at = key
             if reverse:
                 continue
-            return 1, at, size, budget, None
+            return done(1)
         else:
             count, first = _record_head(value)
         for n in range(count):
@@ -1017,23 +1031,29 @@ def scan_records(
             at = mkey
             if mkey < lower:
                 if reverse:
-                    return 1, at, size, budget, None
+                    return done(1)
                 continue
             if mkey >= upper:
                 if reverse:
                     continue
-                return 1, at, size, budget, None
+                return done(1)
             keep = item if record else None
             if topics is None or topic in topics:
-                _, ts, seq = unpack(mkey)
-                rows.append((ts, seq, topic, body))
+                partition, ts, seq = unpack(mkey)
+                if isinstance(rows, bytearray):
+                    rows += tmessage(ts, seq, partition, topic, body)
+                else:
+                    rows.append((ts, seq, topic, body))
+                taken += 1
+                bodies += len(body)
+                last = mkey
                 size += 1 + len(topic) + len(body)
-                if len(rows) >= limit or size >= max_bytes:
-                    return 2, at, size, budget, keep
+                if (taken if encoded else len(rows)) >= limit or size >= max_bytes:
+                    return done(2, keep)
             budget -= 1
             if budget <= 0:
-                return 3, at, size, budget, keep
-    return 0, at, size, budget, None
+                return done(3, keep)
+    return done(0)
 
 
 def _original_threads() -> tuple[Callable[..., Any], Callable[[], Any]]:

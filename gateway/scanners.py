@@ -12,9 +12,10 @@ from __future__ import annotations
 import heapq
 import logging
 import secrets
+import struct
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -178,6 +179,56 @@ class PartitionCursor:
             elif len(buf) < want and self._bytes < max_bytes:
                 gevent.sleep(0)  # a long filtered scan must not starve other clients
 
+    def read_encoded(
+        self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int
+    ) -> EncodedRows | None:
+        """The next ``want`` messages (fewer once ``max_bytes`` of topics and values, or at
+        the end) encoded by the store reader as TMessages, as :meth:`fill` then :meth:`take`
+        would give them; None when rows are buffered or the store reads rows only."""
+        if self._head < len(self._buffer):
+            return None
+        out = bytearray()
+        count = bodies = size = 0
+        last: MessageId | None = None
+        meter = self.meter
+        try:
+            while count < want and size < max_bytes and not self._done:
+                if meter is not None:
+                    meter.check()
+                reader = self._reader
+                if reader is None:
+                    spec = self.spec
+                    reader = self._reader = store.reader(
+                        meta, self.partition, self._after, spec.stop,
+                        reverse=spec.reverse, topics=spec.topics,
+                    )  # fmt: skip
+                got = reader.read_encoded(out, want - count, max_bytes - size)
+                if got is None:
+                    assert count == 0, "a reader reads encoded or not"
+                    return None
+                count += got.messages
+                size += got.size
+                bodies += got.bodies
+                if got.last is not None:
+                    last = got.last
+                if got.done:
+                    self._done = True
+                    self.close()
+                elif count < want and size < max_bytes:
+                    self._set_bytes(size)  # what this read holds counts while it waits
+                    gevent.sleep(0)  # a long filtered scan must not starve other clients
+        except BaseException:
+            # Refused midway (--max-scanner-bytes) or interrupted: the reader has moved past
+            # what was read, so it stays buffered as rows for the next call, as fill() keeps it.
+            if count:
+                self._buffer.extend(EncodedRows(out, count, bodies).rows())
+            self._set_bytes(size if count else 0)
+            raise
+        self._set_bytes(0)
+        if last is not None:
+            self._last = (last[0], last[1], b"", b"")  # where a rewind goes on from
+        return EncodedRows(out, count, bodies)
+
     def take(self, n: int, max_bytes: int) -> list[Row]:
         """Up to ``n`` buffered rows, fewer once their bodies reach ``max_bytes``."""
         buf, head = self._buffer, self._head
@@ -225,6 +276,48 @@ class PartitionCursor:
         return self._buffer[self._head]
 
 
+class EncodedRows:
+    """Messages a store reader appended as TMessages of the binary protocol (the elements of
+    a scan's reply) to one bytearray: a reply from them needs no Python object per message.
+    Iterating decodes them into rows (the compact protocol, keys to attach)."""
+
+    __slots__ = ("bodies", "count", "data")
+
+    def __init__(self, data: bytearray, count: int, bodies: int) -> None:
+        self.data = data
+        self.count = count
+        self.bodies = bodies  # bytes of the bodies (the read_bytes metric)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows())
+
+    def rows(self) -> list[Row]:
+        """The messages as (timestamp, sequence, topic, value) rows."""
+        data = self.data
+        rows: list[Row] = []
+        at = 0
+        for _ in range(self.count):
+            # gateway/_thriftbuf.h put_tmessage: field headers of 3 bytes, then the values
+            ts, seq = _TS_SEQ.unpack_from(data, at + 6)
+            (tl,) = _LEN.unpack_from(data, at + 28)
+            topic = bytes(data[at + 32 : at + 32 + tl])
+            at += 32 + tl + 3
+            (vl,) = _LEN.unpack_from(data, at)
+            rows.append((ts, seq, topic, bytes(data[at + 4 : at + 4 + vl])))
+            at += 4 + vl + 1
+        return rows
+
+
+_TS_SEQ = struct.Struct(">q3xh")  # a TMessageID's two values and the field header between
+_LEN = struct.Struct(">i")
+
+
 class MessageRows(NamedTuple):
     """What a scanner read: rows, and their partition (one for all, or one per row).
 
@@ -234,7 +327,7 @@ class MessageRows(NamedTuple):
     """
 
     partitions: int | list[int]
-    rows: list[Row]
+    rows: list[Row] | EncodedRows
 
     def to_messages(self, thrift: Any) -> list[Any]:
         message, mid = thrift.TMessage, thrift.TMessageID
@@ -305,11 +398,16 @@ class Scanner:
             raise InvalidArgument("id", f"the scanner's queue '{self.queue}' is disabled")
         return meta
 
-    def next_rows(self, n: int, max_bytes: int) -> MessageRows:
-        """Up to ``n`` rows (fewer once ``max_bytes`` of bodies are reached); none at the end."""
+    def next_rows(self, n: int, max_bytes: int, encoded: bool = False) -> MessageRows:
+        """Up to ``n`` rows (fewer once ``max_bytes`` of bodies are reached); none at the end.
+        ``encoded``: one partition's messages may come as :class:`EncodedRows`."""
         meta = self._meta()
         if len(self.cursors) == 1 and self._pending is None:
             cursor = self.cursors[0]
+            if encoded:
+                got = cursor.read_encoded(self.store, meta, n, max_bytes)
+                if got is not None:
+                    return MessageRows(cursor.partition, got)
             cursor.fill(self.store, meta, n, max_bytes)
             return MessageRows(cursor.partition, cursor.take(n, max_bytes))
         return self._merge(meta, n, max_bytes)

@@ -23,7 +23,7 @@ from .errors import InvalidArgument, StoreError
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
-from .scanners import MessageRows, Scanner, ScannerRegistry, ScanSpec
+from .scanners import EncodedRows, MessageRows, Scanner, ScannerRegistry, ScanSpec
 from .store.base import PartitionStore, PutBatch, QueueMeta
 from .store.reading import after_for_start
 
@@ -69,6 +69,9 @@ class GatewayService:
         self.after_put: Callable[[str, Iterable[int]], None] | None = None
         # Set by the gateway: message keys and properties (gateway.keys).
         self.extras: MessageExtras | None = None
+        # Set by the gateway when replies are on the binary protocol: a scan of one partition
+        # may hand its messages over already encoded (EncodedRows) by the store's reader.
+        self.encoded_replies = False
         # Set when metrics or the console run: counted once per call (only the byte counts
         # look at each message: a sum of lengths in C).
         self.stats: GatewayStats | None = None
@@ -464,12 +467,17 @@ class GatewayService:
         TMessage objects when the queue has messages with keys or properties)."""
         n = validation.batch_size(nbMessages, self.limits.max_list_messages)
         scanner = self.scanners.get(id)
-        got = self._read(scanner, n)
+        meta = self.store.get_queue(scanner.queue)
+        extras = self.extras is not None and meta is not None and self.extras.has_any(meta)
+        # encoded by the store reader, when the reply is binary and no message has extras
+        got = self._read(scanner, n, encoded=self.encoded_replies and not extras)
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
             return got
-        meta = self.store.get_queue(scanner.queue)
-        if self.extras is not None and meta is not None and self.extras.has_any(meta):
+        if not extras:  # the first message with extras may have come during the read
+            meta = self.store.get_queue(scanner.queue)
+            extras = self.extras is not None and meta is not None and self.extras.has_any(meta)
+        if extras:
             return self._with_extras(scanner.queue, got)
         return got
 
@@ -504,21 +512,26 @@ class GatewayService:
                 out.extend(self._with_extras(meta.name, MessageRows(pid, rows)))
         return out
 
-    def _read(self, scanner: Scanner, n: int) -> MessageRows:
+    def _read(self, scanner: Scanner, n: int, encoded: bool = False) -> MessageRows:
         if scanner.busy:
             raise InvalidArgument("id", "the scanner is in use by another call")
         scanner.busy = True
         try:
             stats = self.stats
             if stats is None:
-                return scanner.next_rows(n, self.limits.max_response_bytes)
+                return scanner.next_rows(n, self.limits.max_response_bytes, encoded)
             began = time.perf_counter()
-            got = scanner.next_rows(n, self.limits.max_response_bytes)
+            got = scanner.next_rows(n, self.limits.max_response_bytes, encoded)
             stats.scan_latency.observe(time.perf_counter() - began)
-            if got.rows:
+            rows = got.rows
+            if rows:
                 counters = stats.queue(scanner.queue)
-                counters.read_messages += len(got.rows)
-                counters.read_bytes += sum(map(len, map(_BODY, got.rows)))
+                counters.read_messages += len(rows)
+                counters.read_bytes += (
+                    rows.bodies
+                    if isinstance(rows, EncodedRows)
+                    else sum(map(len, map(_BODY, rows)))
+                )
             return got
         finally:
             scanner.busy = False

@@ -87,6 +87,16 @@ class ReadResult(NamedTuple):
     done: bool
 
 
+class EncodedRead(NamedTuple):
+    """What one :meth:`PartitionReader.read_encoded` appended to its bytearray."""
+
+    messages: int
+    size: int  # as ReadResult's
+    bodies: int  # bytes of their bodies
+    last: MessageId | None  # the id of the last of them
+    done: bool  # as ReadResult's
+
+
 class PartitionReader(abc.ABC):
     """Reads one partition in MessageID order (newest first when reversed), remembering
     where it is between calls; made by :meth:`PartitionStore.reader`.
@@ -106,6 +116,15 @@ class PartitionReader(abc.ABC):
         row is returned when there is one). The store may also stop early after examining a
         bounded number of rows (topic filters skip many): then ``done`` is False, possibly
         with no rows, and the caller should let the event loop run before it reads on."""
+
+    def read_encoded(
+        self, out: bytearray, limit: int, max_bytes: int | None = None
+    ) -> EncodedRead | None:
+        """As :meth:`read`, with the messages appended to ``out`` as the binary protocol's
+        TMessages (the elements of a scan's reply) rather than returned as rows; None when
+        the store cannot (the caller reads rows). The embedded store can: a scan's reply is
+        then written without a Python object per message."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from .. import rowkey
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
-from .base import PartitionReader, QueueMeta, ReadResult, Row
+from .base import EncodedRead, PartitionReader, QueueMeta, ReadResult, Row
 
 
 class KeyRangeReader(PartitionReader):
@@ -53,29 +53,65 @@ class KeyRangeReader(PartitionReader):
             raise ValueError("'limit' must be >= 1")
         if self.closed:
             raise ValueError("the reader is closed")
+        lower = self._cutoff_lower()
+        rows, size, stop = self._scan(lower, self._upper, limit, max_bytes)
+        last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) if rows else None
+        self._advance(lower, stop, last)
+        return ReadResult(rows, size, stop is None)
+
+    def read_encoded(
+        self, out: bytearray, limit: int, max_bytes: int | None = None
+    ) -> EncodedRead | None:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1")
+        if self.closed:
+            raise ValueError("the reader is closed")
+        lower = self._cutoff_lower()
+        got = self._scan_into(lower, self._upper, limit, max_bytes, out)
+        if got is None:
+            return None
+        count, size, bodies, stop, last_key = got
+        last = None if last_key is None else MessageId(*rowkey.decode(last_key)[1:])
+        self._advance(lower, stop, last_key)
+        return EncodedRead(count, size, bodies, last, stop is None)
+
+    def _cutoff_lower(self) -> bytes:
         cutoff = rowkey.encode(
             self.partition, max(0, wall_clock_ms() - self.queue.ttl_seconds * 1000), 0
         )
-        lower = self._lower if self._lower >= cutoff else cutoff  # expired rows never show
-        rows, size, last = self._scan(lower, self._upper, limit, max_bytes)
-        if last is None:  # the range is exhausted, as far as it is visible now
+        return self._lower if self._lower >= cutoff else cutoff  # expired rows never show
+
+    def _advance(self, lower: bytes, stop: bytes | None, last: bytes | None) -> None:
+        """Moves the range on after a read from ``lower`` that stopped at ``stop`` (None: the
+        range is exhausted as far as it is visible now) having returned up to ``last``."""
+        if stop is None:
             if self.reverse:
                 self._upper = lower  # older rows never come: done for good
-            elif rows:
-                last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1])
+            elif last is not None:
                 self._lower = rowkey.key_after(last)
             else:
                 self._lower = lower
-            return ReadResult(rows, size, True)
-        if self.reverse:
-            self._upper = last
+        elif self.reverse:
+            self._upper = stop
         else:
-            self._lower = rowkey.key_after(last)
-        return ReadResult(rows, size, False)
+            self._lower = rowkey.key_after(stop)
 
     def close(self) -> None:
         self.closed = True
         self._release()
+
+    def _scan_into(
+        self,
+        lower: bytes,
+        upper: bytes,
+        limit: int,
+        max_bytes: int | None,
+        sink: list[Row] | bytearray,
+    ) -> tuple[int, int, int, bytes | None, bytes | None] | None:
+        """Stores that can append TMessages to a bytearray (``read_encoded``) override this:
+        (messages, size, bodies' bytes, the key it stopped at or None, the last message's
+        key or None). None: they cannot."""
+        return None
 
     @abc.abstractmethod
     def _scan(

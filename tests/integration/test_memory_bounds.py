@@ -295,19 +295,22 @@ def test_replies_in_flight_share_a_capped_budget(start_gateway: Any, T: Any) -> 
 
 
 def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: Any) -> None:
-    """8 scanners each read 1 of 16 messages of 1 MiB (caching 16): each read 16 MiB ahead and
-    kept 15 MiB between calls, ~120 MiB together, however few partitions they covered. Past
-    --max-scanner-bytes (24 MiB here) the read-ahead of idle scanners is forgotten, least
-    recently used first, and read again when asked: every scanner still reads every message
-    once, in order."""
+    """8 merged scanners each read 1 of 16 messages of 1 MiB (caching 16): each read 8 MiB
+    ahead and kept 7 MiB between calls, ~60 MiB together, however few partitions they covered.
+    Past --max-scanner-bytes (24 MiB here) the read-ahead of idle scanners is forgotten,
+    least recently used first, and read again when asked: every scanner still reads every
+    message once, in order. (A scan of one partition on the binary protocol reads no further
+    than it is asked: its store reader encodes the reply, test_encoded_scans.py.)"""
     port = free_port()
     gw = start_gateway("--max-scanner-bytes", str(24 * MiB), "--metrics-port", str(port))
     c = gw.client()
-    c.createQueue("q", 1, 3600, {})
+    c.createQueue("q", 2, 3600, {})
     for i in range(16):
-        c.putMessages("q", [T.TMessage(topic=b"t", value=b"%2d" % i + bytes(MiB))])
+        c.putMessagesWithPid("q", 0, [T.TMessage(topic=b"t", value=b"%2d" % i + bytes(MiB))])
+    time.sleep(0.01)  # a later millisecond: merged, it comes after partition 0's
+    c.putMessagesWithPid("q", 1, [T.TMessage(topic=b"t", value=b"zz")])
     base = rss(gw)
-    sids = [c.messageScannerOpen("q", 0, T.TMessageScan(caching=16)) for _ in range(8)]
+    sids = [c.queueScannerOpen("q", T.TMessageScan(caching=16)) for _ in range(8)]
     firsts = [c.messageScannerGetList(sid, 1)[0].value[:2] for sid in sids]
     time.sleep(0.2)
     held = rss(gw) - base
@@ -323,7 +326,7 @@ def test_read_ahead_of_all_scanners_is_capped_by_bytes(start_gateway: Any, T: An
         rest = []
         while batch := c.messageScannerGetList(sid, 4):
             rest += [m.value[:2] for m in batch]
-        assert rest == [b"%2d" % i for i in range(1, 16)]
+        assert rest == [b"%2d" % i for i in range(1, 16)] + [b"zz"]
 
 
 def test_wide_queue_scanners_are_cheap_until_read_and_capped(start_gateway: Any, T: Any) -> None:

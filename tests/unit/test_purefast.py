@@ -346,6 +346,14 @@ def test_records_twin(
     a = outcome(c.scan_records, iter(items), held, *args, rows_c, max_bytes, reverse)
     b = outcome(py.scan_records, iter(items), held, *args, rows_py, max_bytes, reverse)
     assert (a, rows_c) == (b, rows_py)
+    # encoded reads: the same messages as TMessages, the same answer
+    enc_c, enc_py = bytearray(), bytearray()
+    a2 = outcome(c.scan_records, iter(items), held, *args, enc_c, max_bytes, reverse)
+    b2 = outcome(py.scan_records, iter(items), held, *args, enc_py, max_bytes, reverse)
+    assert (a2, enc_c) == (b2, enc_py)
+    assert a2 == a
+    if a[0] == "ok":
+        assert enc_c == b"".join(py.tmessage(ts, sq, partition, t, v) for ts, sq, t, v in rows_c)
 
 
 def test_the_pure_python_gateway_imports_no_c_extension() -> None:

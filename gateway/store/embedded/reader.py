@@ -53,17 +53,33 @@ class _Reader(KeyRangeReader):
     def _scan(
         self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None
     ) -> tuple[list[Row], int, bytes | None]:
+        rows: list[Row] = []
+        _, size, _, key, _ = self._scan_into(lower, upper, limit, max_bytes, rows)
+        return rows, size, key
+
+    def _scan_into(
+        self,
+        lower: bytes,
+        upper: bytes,
+        limit: int,
+        max_bytes: int | None,
+        sink: list[Row] | bytearray,
+    ) -> tuple[int, int, int, bytes | None, bytes | None]:
+        """Appends up to ``limit`` messages of [lower, upper) to ``sink`` (row tuples to a
+        list, TMessages to a bytearray: scan_records); returns (messages, size, their bodies'
+        bytes, the key it stopped at or None when the range is exhausted, the key of the
+        last message appended or None)."""
         store = self._store
         store._gate.wait_open()  # not while the store reopens (see _heal_loop)
         layout, (cf, _) = store._family(self.queue, self.partition)
         self.family = family = layout.base
-        partition, reverse = self.partition, self.reverse
-        floor = store._pending_floor(family, partition)
+        reverse = self.reverse
+        floor = store._pending_floor(family, self.partition)
         if floor is not None and floor < upper:
             upper = floor
         if lower >= upper:
             self._release()
-            return [], 0, None
+            return 0, 0, 0, None, None
         if max_bytes is None:
             max_bytes = 1 << 62
         # Going on where the last read stopped: its iterator, no new seek through the
@@ -75,39 +91,45 @@ class _Reader(KeyRangeReader):
         if not kept:
             self._release()
             items, held = _iterate(cf, start, upper, reverse)
-        rows: list[Row] = []
-        size = 0
+        encoded = type(sink) is bytearray
+        taken = size = bodies = 0
+        last: bytes | None = None
         budget = MAX_EXAMINED_PER_SCAN
         topics = self.topics
         while True:
             # the per-message loop runs in C (gateway/_records.c, scan_records): bounds
-            # (lower, since rocksdict ignores iterate_lower_bound), topic filter, row tuples
-            status, key, added, budget, held = scan_records(
-                items, held, lower, upper, topics, limit, budget, rows, max_bytes - size, reverse
-            )
+            # (lower, since rocksdict ignores iterate_lower_bound), topic filter, the rows
+            # (a bytearray's limit counts what one call adds, a list's its length)
+            status, key, added, budget, held, got, got_last, got_bodies = scan_records(
+                items, held, lower, upper, topics, limit - taken if encoded else limit,
+                budget, sink, max_bytes - size, reverse,
+            )  # fmt: skip
             size += added
+            taken += got
+            bodies += got_bodies
+            if got_last is not None:
+                last = got_last
             if status == _SCAN_OUT_OF_RANGE:
                 self._release()
-                return rows, size, None
+                return taken, size, bodies, None, last
             if status != _SCAN_EXHAUSTED:  # the limit, max_bytes, or the rows-examined budget
                 assert key is not None
                 self._items, self._held = items, held
                 self._at = key if reverse else rowkey.key_after(key)
                 store._cursors.keep(self)
-                return rows, size, key
+                return taken, size, bodies, key, last
             if not kept or reverse:
                 self._release()
-                return rows, size, None
+                return taken, size, bodies, None, last
             # A kept iterator sees the store as it was when it was made: its end is not the
             # range's end. Newer rows sort after it (ids grow), so a forward read goes on from
             # where it got to with a fresh iterator; a reverse one has seen everything below.
             kept = False
-            if rows:
-                ts, seq = rows[-1][0], rows[-1][1]
-                resume = rowkey.key_after(rowkey.encode(partition, ts, seq))
+            if last is not None:
+                resume = rowkey.key_after(last)
                 if resume >= upper:
                     self._release()
-                    return rows, size, None
+                    return taken, size, bodies, None, last
             else:
                 resume = lower
             # from ``resume`` on: the record it may start in holds rows already returned
