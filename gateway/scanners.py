@@ -149,6 +149,16 @@ class PartitionCursor:
     def exhausted(self) -> bool:
         return self._done and self._head >= len(self._buffer)
 
+    def _open_reader(self, store: PartitionStore, meta: QueueMeta) -> PartitionReader:
+        """A store reader from where the buffer begins (at the first read, or after a
+        rewind)."""
+        spec = self.spec
+        reader = self._reader = store.reader(
+            meta, self.partition, self._after, spec.stop,
+            reverse=spec.reverse, topics=spec.topics,
+        )  # fmt: skip
+        return reader
+
     def fill(self, store: PartitionStore, meta: QueueMeta, want: int, max_bytes: int) -> None:
         """Reads until at least ``want`` rows, or rows holding ``max_bytes`` of topics and
         values, are buffered, or the range is exhausted. The byte bound keeps what a reply
@@ -163,13 +173,7 @@ class PartitionCursor:
         while len(buf) < want and self._bytes < max_bytes and not self._done:
             if meter is not None:
                 meter.check()
-            reader = self._reader
-            if reader is None:
-                spec = self.spec
-                reader = self._reader = store.reader(
-                    meta, self.partition, self._after, spec.stop,
-                    reverse=spec.reverse, topics=spec.topics,
-                )  # fmt: skip
+            reader = self._reader or self._open_reader(store, meta)
             result = reader.read(limit - len(buf), max_bytes - self._bytes)
             buf.extend(result.rows)
             self._set_bytes(self._bytes + result.size)
@@ -195,13 +199,7 @@ class PartitionCursor:
             while count < want and size < max_bytes and not self._done:
                 if meter is not None:
                     meter.check()
-                reader = self._reader
-                if reader is None:
-                    spec = self.spec
-                    reader = self._reader = store.reader(
-                        meta, self.partition, self._after, spec.stop,
-                        reverse=spec.reverse, topics=spec.topics,
-                    )  # fmt: skip
+                reader = self._reader or self._open_reader(store, meta)
                 got = reader.read_encoded(out, want - count, max_bytes - size)
                 if got is None:
                     assert count == 0, "a reader reads encoded or not"
