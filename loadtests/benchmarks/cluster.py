@@ -31,11 +31,8 @@ from typing import Any
 from loadtests.benchmarks import charts
 from loadtests.benchmarks.context import Context, Result, Section
 from loadtests.benchmarks.hbase import LocalHBase
-from loadtests.benchmarks.servers import free_port
+from loadtests.benchmarks.servers import ROOT, free_port  # the repository
 from loadtests.benchmarks.stats import fmt_num
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 SESSION = 4.0  # seconds: the shortest HBase's embedded ZooKeeper grants (2 x its 2 s tick)
 

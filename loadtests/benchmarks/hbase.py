@@ -41,11 +41,8 @@ from urllib.parse import urlsplit
 
 from loadtests.benchmarks import charts
 from loadtests.benchmarks.context import Context, Result, Section
-from loadtests.benchmarks.servers import free_port
+from loadtests.benchmarks.servers import ROOT, free_port  # the repository
 from loadtests.benchmarks.stats import fmt_num
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 RESULTS = ROOT / "loadtests" / "results"
 

@@ -46,10 +46,8 @@ from typing import Any
 
 from loadtests.benchmarks import charts
 from loadtests.benchmarks.context import Context, Result, Section
+from loadtests.benchmarks.servers import ROOT  # the repository
 from loadtests.benchmarks.stats import fmt_num, percentile
-
-ROOT = Path(__file__).resolve().parent.parent
-
 
 DEFAULT_JSON = ROOT / "loadtests" / "results" / "bench_push.json"
 
