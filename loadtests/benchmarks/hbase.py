@@ -27,6 +27,7 @@ import json
 import multiprocessing
 import os
 import platform
+import signal
 import statistics
 import struct
 import subprocess
@@ -181,6 +182,14 @@ def run_clients(pool: Any, jobs: list[Job]) -> float:
     return total / span
 
 
+def _client_signals() -> None:
+    """In a forked client: the default SIGTERM, so that the pool's terminate() ends it (the
+    bench's own handler, inherited through fork, left a worker waiting on the pool's queue
+    lock and terminate() joining it forever)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def compare(
     url: str, runs: int, clients: list[int], batch: int, size: int, per_client: int
 ) -> dict:
@@ -201,7 +210,7 @@ def compare(
     results: dict[str, Any] = {}
     ctx = multiprocessing.get_context("fork")
     try:
-        with ctx.Pool(max_clients) as pool:
+        with ctx.Pool(max_clients, initializer=_client_signals) as pool:
             for n in clients:
                 for kind in ("put", "scan"):
                     figures: dict[str, list[float]] = {"gateway": [], "happybase": []}
