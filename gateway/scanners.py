@@ -189,7 +189,7 @@ class PartitionCursor:
         """The next ``want`` messages (fewer once ``max_bytes`` of topics and values, or at
         the end) encoded by the store reader as TMessages, as :meth:`fill` then :meth:`take`
         would give them; None when rows are buffered or the store reads rows only."""
-        if self._head < len(self._buffer):
+        if self.peek_ready():
             return None
         out = bytearray()
         count = bodies = size = 0

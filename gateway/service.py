@@ -467,19 +467,21 @@ class GatewayService:
         TMessage objects when the queue has messages with keys or properties)."""
         n = validation.batch_size(nbMessages, self.limits.max_list_messages)
         scanner = self.scanners.get(id)
-        meta = self.store.get_queue(scanner.queue)
-        extras = self.extras is not None and meta is not None and self.extras.has_any(meta)
+        extras = self._has_extras(scanner.queue)
         # encoded by the store reader, when the reply is binary and no message has extras
         got = self._read(scanner, n, encoded=self.encoded_replies and not extras)
         if not got.rows:
             self.scanners.finish(id, "it reached its end")
             return got
-        if not extras:  # the first message with extras may have come during the read
-            meta = self.store.get_queue(scanner.queue)
-            extras = self.extras is not None and meta is not None and self.extras.has_any(meta)
-        if extras:
+        # the first message with extras may have come during the read
+        if extras or self._has_extras(scanner.queue):
             return self._with_extras(scanner.queue, got)
         return got
+
+    def _has_extras(self, queue: str) -> bool:
+        """Whether any message of ``queue`` has a key or properties."""
+        meta = self.store.get_queue(queue)
+        return self.extras is not None and meta is not None and self.extras.has_any(meta)
 
     def _with_extras(self, queue: str, got: MessageRows) -> list[Any]:
         messages = got.to_messages(self._t)

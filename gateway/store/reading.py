@@ -49,10 +49,7 @@ class KeyRangeReader(PartitionReader):
         self.closed = False
 
     def read(self, limit: int, max_bytes: int | None = None) -> ReadResult:
-        if limit < 1:
-            raise ValueError("'limit' must be >= 1")
-        if self.closed:
-            raise ValueError("the reader is closed")
+        self._check_read(limit)
         lower = self._cutoff_lower()
         rows, size, stop = self._scan(lower, self._upper, limit, max_bytes)
         last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) if rows else None
@@ -62,10 +59,7 @@ class KeyRangeReader(PartitionReader):
     def read_encoded(
         self, out: bytearray, limit: int, max_bytes: int | None = None
     ) -> EncodedRead | None:
-        if limit < 1:
-            raise ValueError("'limit' must be >= 1")
-        if self.closed:
-            raise ValueError("the reader is closed")
+        self._check_read(limit)
         lower = self._cutoff_lower()
         got = self._scan_into(lower, self._upper, limit, max_bytes, out)
         if got is None:
@@ -74,6 +68,12 @@ class KeyRangeReader(PartitionReader):
         last = None if last_key is None else MessageId(*rowkey.decode(last_key)[1:])
         self._advance(lower, stop, last_key)
         return EncodedRead(count, size, bodies, last, stop is None)
+
+    def _check_read(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("'limit' must be >= 1")
+        if self.closed:
+            raise ValueError("the reader is closed")
 
     def _cutoff_lower(self) -> bytes:
         cutoff = rowkey.encode(
