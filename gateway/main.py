@@ -15,7 +15,9 @@ from typing import Any
 
 # the libraries of pyproject.toml's `gateway` extra (import names), which a client-only
 # install lacks
-GATEWAY_EXTRA = frozenset({"rocksdict", "happybase", "kazoo", "prometheus_client", "flask"})
+GATEWAY_EXTRA = frozenset(
+    {"rocksdict", "happybase", "kazoo", "prometheus_client", "flask", "zlib_ng"}
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,7 +25,7 @@ RUNTIME = ROOT / "subscriber_runtime"
 
 # what only the gateway needs (the `gateway` extra of pyproject.toml): a client-only install
 # (`pip install hqueue`) does not have them, so the client side must not import them at load
-GATEWAY_ONLY = {"rocksdict", "happybase", "kazoo", "prometheus_client", "flask"}
+GATEWAY_ONLY = {"rocksdict", "happybase", "kazoo", "prometheus_client", "flask", "zlib_ng"}
 
 # The one import against the direction, kept on purpose and lazily: seed 4.4's
 # `queue.createSubscriber(...)` builds a subscriber_runtime.Subscriber. The client loads and

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,17 @@ def test_only_families_still_holding_older_rows_are_flushed(tmp_path: Path) -> N
         assert s._holding_rows_before(marks) == {}
     finally:
         s.stop()
+
+
+@given(st.lists(st.binary(max_size=3000), max_size=6))
+def test_the_logs_crc_is_zlibs_crc32_from_zlib_ng(parts: list[bytes]) -> None:
+    """Records are checked with zlib-ng's CRC-32 (SIMD); its values are the stdlib's, so logs
+    written by either read back with the other."""
+    assert wal_module.crc32.__module__.startswith("zlib_ng"), (
+        "the log uses the stdlib's slow CRC-32: pip install zlib-ng (the gateway extra)"
+    )
+    ours = theirs = 0
+    for part in parts:
+        ours = wal_module.crc32(part, ours)
+        theirs = zlib.crc32(part, theirs)
+    assert ours == theirs
