@@ -1,7 +1,8 @@
 /*
- * _merge: the k-way merge of the gateway's merged scans (gateway/scanners.py). Moved unchanged
- * out of gateway/_wirecheck.c; its pure-Python twin is gateway/purefast.py's merge_rows
- * (HQUEUE_PUREPYTHON=1, see gateway/fast.py).
+ * _merge: the k-way merges of the gateway's merged scans (gateway/scanners.py): merge_rows over
+ * the cursors' buffered row tuples, merge_encoded over their pages of encoded TMessages (what
+ * the embedded store's readers append on the binary protocol). Their pure-Python twins are in
+ * gateway/purefast.py (HQUEUE_PUREPYTHON=1, see gateway/fast.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -264,10 +265,237 @@ done:
     return result;
 }
 
+/* ---- merged scans over encoded pages ---------------------------------------------------- */
+
+/* merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse)
+ *   -> (taken, offsets, sizes, lasts, bodies)
+ * buffers: per partition, TMessages of the binary protocol one after the other (what a store
+ * reader's read_encoded appended: gateway/_thriftbuf.h put_tmessage), the next one at
+ * offsets[i], counts[i] of them left; more[i]: whether partition i may have messages beyond.
+ * Appends to ``out`` the messages in (timestamp, sequence, partition) order (all three
+ * reversed with ``reverse``), each copied as it is, until n messages, until their topic and
+ * value bytes reach max_bytes, or until a buffer that may have more runs dry (as merge_rows).
+ * taken[i]: messages used from buffers[i]; offsets[i]: where its next message begins;
+ * sizes[i]: the topic and value bytes taken from it; lasts[i]: the offset of the last message
+ * taken from it, -1 if none; bodies: the value bytes of all. A partition's run (the messages
+ * before the smallest head of the others) is copied with one memcpy: a merged page costs no
+ * Python object per message. A buffer that does not hold ``counts[i]`` well-formed messages
+ * from its offset raises ValueError. */
+
+typedef struct {
+    const unsigned char *p; /* the buffer */
+    Py_ssize_t len, at, left, size, last;
+} EncCursor;
+
+typedef struct {
+    Py_ssize_t cursor, from, to;
+} EncRun;
+
+static inline uint64_t rd_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline uint32_t rd_be32(const unsigned char *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+/* The message at cur->at: its key, its length and its topic and value bytes; -1 (ValueError
+ * set) when it is not a whole TMessage within the buffer. */
+static int enc_message(const EncCursor *cur, Py_ssize_t c, MergeKey *k, Py_ssize_t *len,
+                       Py_ssize_t *tl_out, Py_ssize_t *vl_out)
+{
+    const unsigned char *m = cur->p + cur->at;
+    Py_ssize_t room = cur->len - cur->at;
+    if (room < 40 || m[0] != 12 || m[3] != 10 || m[25] != 11)
+        goto bad;
+    Py_ssize_t tl = (Py_ssize_t)rd_be32(m + 28);
+    if (tl > room - 40 || m[32 + tl] != 11)
+        goto bad;
+    Py_ssize_t vl = (Py_ssize_t)rd_be32(m + 35 + tl);
+    if (vl > room - 40 - tl || m[39 + tl + vl] != 0)
+        goto bad;
+    k->ts = (long long)rd_be64(m + 6);
+    k->seq = (int16_t)(((unsigned)m[17] << 8) | m[18]);
+    k->part = (int16_t)(((unsigned)m[23] << 8) | m[24]);
+    k->cursor = c;
+    *len = 40 + tl + vl;
+    *tl_out = tl;
+    *vl_out = vl;
+    return 0;
+bad:
+    PyErr_SetString(PyExc_ValueError, "a buffer does not hold the TMessages its count says");
+    return -1;
+}
+
+static PyObject *merge_encoded(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *buffers, *offsets, *counts, *more, *out;
+    Py_ssize_t n, max_bytes;
+    int reverse;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nnp", &PyList_Type, &buffers, &PyList_Type, &offsets,
+                          &PyList_Type, &counts, &PyList_Type, &more, &PyByteArray_Type, &out,
+                          &n, &max_bytes, &reverse))
+        return NULL;
+    Py_ssize_t k = PyList_GET_SIZE(buffers);
+    if (PyList_GET_SIZE(offsets) != k || PyList_GET_SIZE(counts) != k ||
+        PyList_GET_SIZE(more) != k) {
+        PyErr_SetString(PyExc_ValueError, "buffers, offsets, counts and more differ in length");
+        return NULL;
+    }
+    size_t slots = (size_t)(k ? k : 1);
+    Py_buffer *views = PyMem_Calloc(slots, sizeof(Py_buffer));
+    EncCursor *cur = PyMem_Calloc(slots, sizeof(EncCursor));
+    MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * slots);
+    Py_ssize_t runs_cap = 64, nruns = 0, nviews = 0;
+    EncRun *runs = PyMem_Malloc(sizeof(EncRun) * (size_t)runs_cap);
+    PyObject *result = NULL, *taken = NULL, *offs = NULL, *sizes = NULL, *lasts = NULL;
+    if (!views || !cur || !heap || !runs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t h = 0;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        PyObject *buf = PyList_GET_ITEM(buffers, c);
+        if (buf == out) {
+            PyErr_SetString(PyExc_ValueError, "out must not be one of the buffers");
+            goto done;
+        }
+        if (PyObject_GetBuffer(buf, &views[c], PyBUF_SIMPLE) < 0)
+            goto done;
+        nviews = c + 1;
+        cur[c].p = views[c].buf;
+        cur[c].len = views[c].len;
+        cur[c].last = -1;
+        cur[c].at = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, c));
+        if (cur[c].at == -1 && PyErr_Occurred())
+            goto done;
+        cur[c].left = PyLong_AsSsize_t(PyList_GET_ITEM(counts, c));
+        if (cur[c].left == -1 && PyErr_Occurred())
+            goto done;
+        if (cur[c].at < 0 || cur[c].at > cur[c].len || cur[c].left < 0) {
+            PyErr_SetString(PyExc_ValueError, "an offset is outside its buffer");
+            goto done;
+        }
+        if (!cur[c].left)
+            continue;
+        Py_ssize_t len, tl, vl;
+        if (enc_message(&cur[c], c, &heap[h], &len, &tl, &vl) < 0)
+            goto done;
+        h++;
+    }
+    for (Py_ssize_t i = h / 2 - 1; i >= 0; i--)
+        merge_sift_down(heap, h, i, reverse);
+    Py_ssize_t count = 0, size = 0, bodies = 0, total = 0;
+    while (h > 0 && count < n && size < max_bytes) {
+        Py_ssize_t c = heap[0].cursor;
+        EncCursor *e = &cur[c];
+        const MergeKey *runner = NULL;
+        if (h > 1) {
+            runner = &heap[1];
+            if (h > 2 && merge_less(&heap[2], runner, reverse))
+                runner = &heap[2];
+        }
+        Py_ssize_t from = e->at;
+        int head_moved = 0; /* heap[0] holds the key of a message after the run */
+        for (int first = 1; e->left > 0 && count < n && size < max_bytes; first = 0) {
+            MergeKey key;
+            Py_ssize_t len, tl, vl;
+            if (enc_message(e, c, &key, &len, &tl, &vl) < 0)
+                goto done;
+            if (!first && runner && !merge_less(&key, runner, reverse)) {
+                heap[0] = key;
+                head_moved = 1;
+                break;
+            }
+            e->last = e->at;
+            e->at += len;
+            e->left--;
+            e->size += tl + vl;
+            size += tl + vl;
+            bodies += vl;
+            count++;
+        }
+        if (e->at > from) {
+            if (nruns == runs_cap) {
+                runs_cap *= 2;
+                EncRun *grown = PyMem_Realloc(runs, sizeof(EncRun) * (size_t)runs_cap);
+                if (!grown) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                runs = grown;
+            }
+            runs[nruns++] = (EncRun){c, from, e->at};
+            total += e->at - from;
+        }
+        if (head_moved) {
+            merge_sift_down(heap, h, 0, reverse);
+            continue;
+        }
+        if (e->left > 0)
+            break; /* n messages or max_bytes */
+        int may_have_more = PyObject_IsTrue(PyList_GET_ITEM(more, c));
+        if (may_have_more < 0)
+            goto done;
+        if (may_have_more)
+            break; /* its next messages are unknown: refill before going on */
+        heap[0] = heap[--h];
+        merge_sift_down(heap, h, 0, reverse);
+    }
+    Py_ssize_t base = PyByteArray_GET_SIZE(out);
+    if (total && PyByteArray_Resize(out, base + total) < 0)
+        goto done;
+    char *dst = PyByteArray_AS_STRING(out) + base;
+    for (Py_ssize_t r = 0; r < nruns; r++) {
+        size_t len = (size_t)(runs[r].to - runs[r].from);
+        memcpy(dst, cur[runs[r].cursor].p + runs[r].from, len);
+        dst += len;
+    }
+    taken = PyList_New(k);
+    offs = PyList_New(k);
+    sizes = PyList_New(k);
+    lasts = PyList_New(k);
+    if (!taken || !offs || !sizes || !lasts)
+        goto done;
+    for (Py_ssize_t c = 0; c < k; c++) {
+        Py_ssize_t was = PyLong_AsSsize_t(PyList_GET_ITEM(counts, c));
+        PyObject *v[4] = {PyLong_FromSsize_t(was - cur[c].left), PyLong_FromSsize_t(cur[c].at),
+                          PyLong_FromSsize_t(cur[c].size), PyLong_FromSsize_t(cur[c].last)};
+        PyList_SET_ITEM(taken, c, v[0]);
+        PyList_SET_ITEM(offs, c, v[1]);
+        PyList_SET_ITEM(sizes, c, v[2]);
+        PyList_SET_ITEM(lasts, c, v[3]);
+        if (!v[0] || !v[1] || !v[2] || !v[3])
+            goto done;
+    }
+    result = Py_BuildValue("(OOOOn)", taken, offs, sizes, lasts, bodies);
+done:
+    for (Py_ssize_t c = 0; c < nviews; c++)
+        PyBuffer_Release(&views[c]);
+    PyMem_Free(views);
+    PyMem_Free(cur);
+    PyMem_Free(heap);
+    PyMem_Free(runs);
+    Py_XDECREF(taken);
+    Py_XDECREF(offs);
+    Py_XDECREF(sizes);
+    Py_XDECREF(lasts);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"merge_rows", merge_rows, METH_VARARGS,
      "merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse) -> "
      "(rows, parts, taken, taken_bytes, size)"},
+    {"merge_encoded", merge_encoded, METH_VARARGS,
+     "merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse) -> "
+     "(taken, offsets, sizes, lasts, bodies)"},
     {NULL, NULL, 0, NULL},
 };
 

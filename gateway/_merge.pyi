@@ -9,3 +9,14 @@ def merge_rows(
     max_bytes: int,
     reverse: bool,
 ) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], list[int], int]: ...
+
+def merge_encoded(
+    buffers: list[bytearray | bytes],
+    offsets: list[int],
+    counts: list[int],
+    more: list[bool],
+    out: bytearray,
+    n: int,
+    max_bytes: int,
+    reverse: bool,
+) -> tuple[list[int], list[int], list[int], list[int], int]: ...

@@ -130,6 +130,7 @@ class GatewayProcessor(TProcessor):
                 if isinstance(rows.rows, EncodedRows):  # the store reader encoded them
                     reply = _encoded_reply(api.encode(), seqid, rows.rows)
                 else:
+                    assert rows.partitions is not None  # only encoded rows leave them out
                     reply = encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows)
                 # the reply is the only copy from here: a client slow to read it holds just it
                 result.success = rows = None

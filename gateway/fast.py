@@ -12,7 +12,8 @@ Owners (one C module each, docs/ARCHITECTURE.md "Fast paths"):
 - the Thrift fast codec, gateway/_wirecheck.c: ``scan`` (where a request ends, and whether it
   is sane), ``extract_put`` (a put's topics and values straight from the wire),
   ``encode_messages_reply`` (a scan's reply bytes);
-- the merged scans' merge, gateway/_merge.c: ``merge_rows``;
+- the merged scans' merge, gateway/_merge.c: ``merge_rows`` (rows), ``merge_encoded``
+  (TMessages a store reader encoded);
 - the embedded store, gateway/_wal.c: ``consecutive_keys`` (row keys), ``wal_cells``,
   ``put_wal_cells``, ``Syncer``; its put records, gateway/_records.c:
   ``wal_records`` (a put's records as log cells), ``scan_records`` (the scan loop over rows
@@ -28,7 +29,7 @@ import os
 PURE_PYTHON = os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0")
 
 if not PURE_PYTHON:
-    from ._merge import merge_rows
+    from ._merge import merge_encoded, merge_rows
     from ._records import scan_records, wal_records
     from ._wal import Syncer, consecutive_keys, put_wal_cells, wal_cells
     from ._wirecheck import encode_messages_reply, extract_put, scan
@@ -41,6 +42,7 @@ else:  # the twins have the C functions' signatures (the stubs' types are the co
         encode_messages_reply,
         encode_mutate_rows,
         extract_put,
+        merge_encoded,
         merge_rows,
         put_wal_cells,
         scan,
@@ -57,6 +59,7 @@ __all__ = [
     "encode_messages_reply",
     "encode_mutate_rows",
     "extract_put",
+    "merge_encoded",
     "merge_rows",
     "put_wal_cells",
     "scan",

@@ -251,6 +251,7 @@ class ConsoleData:
                 counters.read_messages += len(got.rows)
                 counters.read_bytes += sum(len(r[3]) for r in got.rows)
             parts = got.partitions
+            assert parts is not None  # rows were asked for, not encoded TMessages
             for i, (ts, seq, topic, value) in enumerate(got.rows):
                 p = parts if isinstance(parts, int) else parts[i]
                 if (

@@ -37,24 +37,36 @@ def fill(s, partitions: int = 1) -> QueueMeta:
         n = 1 + (i * 97) % 700
         topics = [(b"a", b"bb", b"c")[(i + j) % 3] for j in range(n)]
         values = [bytes([j % 251]) * (j % 41) for j in range(n)]
-        s.put(meta, [PutBatch(0, MessageId(T0 + i, 5), topics, values)])
+        # a put per partition, the same ids in several (ties the merge breaks by partition)
+        for p in range(partitions):
+            if (i + p) % 3 or p == 0:
+                at = MessageId(T0 + i + (p % 2), 5 + p)
+                s.put(meta, [PutBatch(p, at, topics[p:], values[p:])])
     return meta
 
 
-def pages(s, meta, spec: ScanSpec, n: int, encoded: bool, max_bytes: int = 1 << 24):
-    scanner = Scanner(s, meta, [0], spec)
+def pages(s, meta, spec: ScanSpec, n: int, encoded: bool, max_bytes: int = 1 << 24,
+          partitions: int = 1, rewind_every: int = 0):  # fmt: skip
+    scanner = Scanner(s, meta, list(range(partitions)), spec)
     out = []
     while True:
+        if rewind_every and len(out) % rewind_every == rewind_every - 1:
+            scanner.rewind()  # read-ahead shed (--max-scanner-bytes): read again from there
         got = scanner.next_rows(n, max_bytes, encoded)
-        if encoded:
+        # a merged scan's end: no rows (a last partition's: no EncodedRows)
+        if encoded and (partitions == 1 or isinstance(got.rows, EncodedRows)):
             assert isinstance(got.rows, EncodedRows)
             reply = _encoded_reply(b"messageScannerGetList", 7, got.rows)
             rows = got.rows.rows()
+            parts = got.rows.partition_ids() if got.partitions is None else got.partitions
         else:
             assert isinstance(got.rows, list)
             rows = got.rows
+            parts = got.partitions
             reply = encode_messages_reply(b"messageScannerGetList", 7, got.partitions, rows)
-        out.append((reply, rows))
+        if isinstance(parts, int):
+            parts = [parts] * len(rows)
+        out.append((reply, list(zip(parts, rows, strict=True))))
         if not rows:
             return out
 
@@ -80,6 +92,31 @@ def test_encoded_pages_are_the_row_pages(store: EmbeddedStore, spec: ScanSpec, n
     assert [rows for _, rows in encoded] == [rows for _, rows in plain]
 
 
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("n", [1, 333, 4096])
+def test_merged_encoded_pages_are_the_merged_row_pages(
+    store: EmbeddedStore, spec: ScanSpec, n: int
+) -> None:
+    """Five partitions merged: the TMessages copied from the readers' pages make the very
+    replies the row merge encodes, page by page, shed read-ahead or not."""
+    meta = fill(store, partitions=5)
+    plain = pages(store, meta, spec, n, encoded=False, partitions=5)
+    assert len({p for _, rows in plain for p, _ in rows}) == 5
+    for rewind_every in (0, 3):
+        encoded = pages(store, meta, spec, n, True, partitions=5, rewind_every=rewind_every)
+        assert [reply for reply, _ in encoded] == [reply for reply, _ in plain]
+    first = Scanner(store, meta, list(range(5)), spec).next_rows(n, 1 << 24, True)
+    assert isinstance(first.rows, EncodedRows) and first.partitions is None  # merged encoded
+
+
+def test_a_byte_cap_ends_merged_encoded_pages_where_row_pages_end(store: EmbeddedStore) -> None:
+    meta = fill(store, partitions=3)
+    plain = pages(store, meta, SPECS[1], 4096, False, max_bytes=3000, partitions=3)
+    encoded = pages(store, meta, SPECS[1], 4096, True, max_bytes=3000, partitions=3)
+    assert [reply for reply, _ in encoded] == [reply for reply, _ in plain]
+    assert max(len(rows) for _, rows in plain) < 700  # the cap, not n, ended the pages
+
+
 def test_a_byte_cap_ends_encoded_pages_where_row_pages_end(store: EmbeddedStore) -> None:
     meta = fill(store)
     spec = SPECS[0]
@@ -97,37 +134,60 @@ def test_a_store_that_reads_rows_only_gives_rows() -> None:
     assert isinstance(got.rows, list) and len(got.rows) == 100
 
 
+@pytest.mark.parametrize("partitions", [1, 4])
+@pytest.mark.parametrize("every", [3, 7])
+@pytest.mark.parametrize("merge_in_c", [True, False])
 def test_an_encoded_read_refused_midway_keeps_what_it_read(
-    store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """--max-scanner-bytes refusing a read between two reads of one reply: the messages read
-    before it are not lost, the next call returns them first."""
+    store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch, partitions: int, every: int,
+    merge_in_c: bool,
+) -> None:  # fmt: skip
+    """--max-scanner-bytes refusing every few reads (between two reads of one reply, a merged
+    refill after some messages were taken): no message is lost or repeated; a call refused
+    with none taken raises, the next call goes on."""
+    from gateway import scanners
     from gateway.errors import Overloaded
     from gateway.scanners import ScanMeter
     from gateway.store.embedded import reader as embedded_reader
 
-    meta = fill(store)
+    meta = fill(store, partitions)
     spec = ScanSpec(None, None, frozenset({b"bb"}), False, 1000)
-    expected = [r for _, rows in pages(store, meta, spec, 4096, encoded=False) for r in rows]
+    expected = [
+        r for _, rows in pages(store, meta, spec, 4096, False, partitions=partitions) for r in rows
+    ]
     monkeypatch.setattr(embedded_reader, "MAX_EXAMINED_PER_SCAN", 50)  # many reads a reply
+    if not merge_in_c:  # the heap merge in Python (past 64 partitions)
+        monkeypatch.setattr(scanners, "MERGE_IN_C_UP_TO", 0)
+
     class RefusingMeter(ScanMeter):
         checks = 0
 
         def check(self) -> None:
             self.checks += 1
-            if self.checks == 3:
+            if self.checks % every == 0:
                 raise Overloaded("refused for the test")
 
-    scanner = Scanner(store, meta, [0], spec)
+    scanner = Scanner(store, meta, list(range(partitions)), spec)
     meter = RefusingMeter(1 << 30)
     scanner.attach(meter)
-    with pytest.raises(Overloaded):
-        scanner.next_rows(4096, 1 << 24, True)
     got = []
-    while True:
-        page = scanner.next_rows(4096, 1 << 24, True)
+    refused = 0
+    for _ in range(5000):  # a refused call must not leave the next one where it began
+        try:
+            page = scanner.next_rows(500, 1 << 24, True)
+        except Overloaded:
+            refused += 1
+            continue
         if not page.rows:
             break
-        got += list(page.rows)
+        parts = page.partitions
+        if parts is None:
+            assert isinstance(page.rows, EncodedRows)
+            parts = page.rows.partition_ids()
+        if isinstance(parts, int):
+            parts = [parts] * len(page.rows)
+        got += list(zip(parts, page.rows, strict=True))
+    else:
+        pytest.fail(f"no end after 5000 calls ({refused} refused, {len(got)} messages read)")
+    assert refused and meter.checks > refused * every
     assert got == expected
     assert meter.used == 0

@@ -8,6 +8,7 @@ mangled bytes, where thriftpy2 has no opinion. Without compiled extensions they 
 from __future__ import annotations
 
 import os
+import struct
 import subprocess
 import sys
 from typing import Any
@@ -250,6 +251,105 @@ def test_merge_rows_refuses_a_start_outside_its_buffer() -> None:
     for impl in (py, _c("gateway._merge")):
         with pytest.raises(ValueError, match="start is outside"):
             impl.merge_rows([[(1, 0, b"t", b"v")]], [2], [False], [0], 10, 100, False)
+
+
+def tmessage(ts: int, seq: int, part: int, topic: bytes, value: bytes) -> bytes:
+    """One TMessage as gateway/_thriftbuf.h put_tmessage writes it (checked below against
+    encode_messages_reply)."""
+    return (
+        struct.pack(">BhBhqBhhBBhh", 12, 1, 10, 1, ts, 6, 2, seq, 0, 6, 2, part)
+        + struct.pack(">Bhi", 11, 3, len(topic)) + topic
+        + struct.pack(">Bhi", 11, 4, len(value)) + value + b"\0"
+    )  # fmt: skip
+
+
+def test_tmessage_is_what_the_gateway_encodes() -> None:
+    from gateway.fast import encode_messages_reply
+
+    one = encode_messages_reply(b"m", 1, 3, [(1 << 40, 7, b"tp", b"value")])
+    none = encode_messages_reply(b"m", 1, 3, [])
+    assert one[len(none) - 1 : -1] == tmessage(1 << 40, 7, 3, b"tp", b"value")
+
+
+ROW_LISTS = st.lists(
+    st.lists(
+        st.tuples(
+            st.integers(0, 5), st.integers(0, 3), st.binary(max_size=3), st.binary(max_size=5)
+        ),
+        max_size=6,
+    ),
+    max_size=5,
+)
+
+
+FIVE_FLAGS = st.lists(st.booleans(), min_size=5, max_size=5)
+FIVE_STARTS = st.lists(st.integers(0, 7), min_size=5, max_size=5)
+
+
+@given(ROW_LISTS, FIVE_FLAGS, st.integers(0, 40), st.integers(0, 60), st.booleans(), FIVE_STARTS)
+def test_merge_encoded_twin_and_merge_rows_agree(
+    bufs: list, more: list, n: int, max_bytes: int, reverse: bool, starts: list
+) -> None:
+    """merge_encoded (C and twin) takes the messages merge_rows takes, in its order, and says
+    where each buffer goes on."""
+    c = _c("gateway._merge")
+    bufs = [sorted(b, reverse=reverse) for b in bufs]
+    more = more[: len(bufs)]
+    starts = [min(s, len(b)) for s, b in zip(starts, bufs, strict=False)]
+    parts = [7 - i for i in range(len(bufs))]
+    encoded = [[tmessage(*r[:2], p, *r[2:]) for r in b] for b, p in zip(bufs, parts, strict=True)]
+    pages = [bytearray(b"junk" + b"".join(e)) for e in encoded]  # offsets need not be 0
+    offsets = [4 + sum(map(len, e[:s])) for e, s in zip(encoded, starts, strict=True)]
+    counts = [len(b) - s for b, s in zip(bufs, starts, strict=True)]
+    answers = []
+    for impl in (py, c):
+        out = bytearray(b"head")
+        got = impl.merge_encoded(pages, offsets, counts, more, out, n, max_bytes, reverse)
+        answers.append((bytes(out), got))
+    assert answers[0] == answers[1]
+    out, (taken, new_offsets, sizes, lasts, bodies) = answers[0]
+    rows, row_parts, row_taken, row_bytes, _ = c.merge_rows(
+        bufs, starts, more, parts, n, max_bytes, reverse
+    )
+    merged = [tmessage(*r[:2], p, *r[2:]) for r, p in zip(rows, row_parts, strict=True)]
+    assert out == b"head" + b"".join(merged)
+    assert taken == row_taken and sizes == row_bytes
+    assert bodies == sum(len(r[3]) for r in rows)
+    for e, s, t, off, last in zip(encoded, starts, taken, new_offsets, lasts, strict=True):
+        assert off == 4 + sum(map(len, e[: s + t]))
+        assert last == (4 + sum(map(len, e[: s + t - 1])) if t else -1)
+
+
+@given(st.binary(max_size=60), st.integers(0, 3), st.integers(0, 70))
+def test_merge_encoded_refuses_what_is_not_its_count_of_tmessages(
+    junk: bytes, count: int, cut: int
+) -> None:
+    """Bytes that are not ``count`` whole TMessages: the same ValueError from C and twin, and
+    nothing appended; never a read past the buffer."""
+    c = _c("gateway._merge")
+    good = tmessage(5, 1, 0, b"t", b"v" * 9) * 2
+    for page in (bytearray(junk), bytearray(good[:cut] + junk)):
+        answers = []
+        for impl in (py, c):
+            out = bytearray()
+            answers.append(
+                (outcome(impl.merge_encoded, [page], [0], [count], [False], out, 9, 999, False),
+                 bytes(out))
+            )  # fmt: skip
+        assert answers[0] == answers[1]
+        if answers[0][0][0] != "ok":
+            assert answers[0] == (("ValueError", answers[0][0][1]), b"")
+
+
+def test_merge_encoded_refuses_bad_arguments() -> None:
+    for impl in (py, _c("gateway._merge")):
+        page = bytearray(tmessage(1, 0, 0, b"t", b"v"))
+        with pytest.raises(ValueError, match="offset is outside"):
+            impl.merge_encoded([page], [99], [1], [False], bytearray(), 5, 99, False)
+        with pytest.raises(ValueError, match="differ in length"):
+            impl.merge_encoded([page], [0, 0], [1], [False], bytearray(), 5, 99, False)
+        with pytest.raises(ValueError, match="out must not be"):
+            impl.merge_encoded([page], [0], [1], [False], page, 5, 99, False)
 
 
 @given(st.integers(0, 32767), st.integers(0, 2**62), st.integers(0, 32767), st.integers(0, 70000))

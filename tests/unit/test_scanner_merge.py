@@ -10,9 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import rowkey, scanners
-from gateway.scanners import Scanner, ScanSpec
+from gateway.scanners import EncodedRows, Scanner, ScanSpec
 from gateway.store.base import QueueMeta
 from gateway.store.reading import KeyRangeReader
+
+from .test_purefast import tmessage
 
 META = QueueMeta(name="q", partitions=4, ttl_seconds=2**31 - 1)  # nothing expired
 
@@ -20,7 +22,10 @@ META = QueueMeta(name="q", partitions=4, ttl_seconds=2**31 - 1)  # nothing expir
 class RowStore:
     """The two store calls a scanner makes, over rows held in memory."""
 
-    def __init__(self, rows: dict[int, list[Any]], as_lists: bool = False) -> None:
+    def __init__(
+        self, rows: dict[int, list[Any]], as_lists: bool = False, encodes: bool = False
+    ) -> None:
+        self.encodes = encodes  # its readers append TMessages (read_encoded), as the embedded's
         self.keys = {p: [rowkey.encode(p, r[0], r[1]) for r in rs] for p, rs in rows.items()}
         # as_lists: rows that are not tuples, which the C merge refuses (the Python one runs)
         self.rows = {p: [list(r) for r in rs] for p, rs in rows.items()} if as_lists else rows
@@ -57,6 +62,16 @@ class _RowReader(KeyRangeReader):
                     return out, size, rowkey.encode(partition, r[0], r[1])
         return out, size, None
 
+    def _scan_into(self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None,
+                   sink: Any) -> Any:  # fmt: skip
+        if not self.store.encodes:
+            return None
+        rows, size, stop = self._scan(lower, upper, limit, max_bytes)
+        for r in rows:
+            sink += tmessage(r[0], r[1], self.partition, r[2], r[3])
+        last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) if rows else None
+        return len(rows), size, sum(len(r[3]) for r in rows), stop, last
+
 
 def partition_rows(draw: Any, p: int) -> list[tuple[int, int, bytes, bytes]]:
     # runs of consecutive ids: a few milliseconds, several messages each (ties across
@@ -76,24 +91,30 @@ def layouts(draw: Any) -> dict[int, list[tuple[int, int, bytes, bytes]]]:
 @settings(max_examples=300, deadline=None)
 @given(layouts(), st.booleans(), st.integers(1, 30), st.integers(1, 25),
        st.sampled_from([10**9, 40]), st.booleans(),
-       st.sampled_from(["c", "heap", "lists"]))  # fmt: skip
+       st.sampled_from(["c", "heap", "lists", "encoded", "mixed"]))  # fmt: skip
 def test_merged_scans_match_a_sort(
     layout: dict[int, list[Any]], reverse: bool, caching: int, n: int, max_bytes: int,
     filtered: bool, mode: str,
 ) -> None:  # fmt: skip
     topics = frozenset([b"t0"]) if filtered else None
     spec = ScanSpec(start=None, stop=None, topics=topics, reverse=reverse, caching=caching)
-    store = RowStore(layout, as_lists=mode == "lists")
+    store = RowStore(layout, as_lists=mode == "lists", encodes=mode in ("encoded", "mixed"))
     scanner = Scanner(store, META, sorted(layout), spec)  # type: ignore[arg-type]
     got: list[tuple[int, tuple[Any, ...]]] = []
     scanners.MERGE_IN_C_UP_TO = 0 if mode == "heap" else 64  # "heap": the Python merge
     try:
         while True:
-            batch = scanner.next_rows(n, max_bytes)
+            # "mixed": encoded pages and row pages in turn (keys appearing mid-scan, a
+            # messageScannerGet between two lists), each cursor going from one to the other
+            encoded = mode == "encoded" or (mode == "mixed" and len(got) % 3 != 1)
+            batch = scanner.next_rows(n, max_bytes, encoded)
             if not batch.rows:
                 break
             assert len(batch.rows) <= n
             parts = batch.partitions  # one int for all rows once one partition is left
+            if parts is None:  # encoded TMessages, which say their partition
+                assert isinstance(batch.rows, EncodedRows) and mode != "lists"
+                parts = batch.rows.partition_ids()
             if isinstance(parts, int):
                 parts = [parts] * len(batch.rows)
             assert len(parts) == len(batch.rows)
