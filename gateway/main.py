@@ -7,6 +7,8 @@ scanner registry, then close the store (which syncs what is pending).
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import gc
 import logging
 import sys
@@ -133,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    tune_malloc()
     gateway = Gateway(config)
     try:
         gateway.start()
@@ -160,6 +163,28 @@ def tune_gc() -> None:
     gc.freeze()
     _, gen1, gen2 = gc.get_threshold()
     gc.set_threshold(GC_GEN0_THRESHOLD, gen1, gen2)
+
+
+# glibc's malloc serves blocks up to this size from its heaps, where freed memory is used again,
+# instead of mapping each one afresh: RocksDB's memtables take their memory in 1 MiB blocks, and
+# glibc mapped every block with mmap and unmapped it when its memtable was flushed, so each
+# message's bytes landed on a page the kernel had to fault in and zero (strace: 69 such maps in
+# 4 s of one producer's puts; perf stat: 9.9 page faults per 1000-message put, 3.1 with this).
+# 32 MiB is the most glibc takes; larger blocks are mapped as before.
+MMAP_THRESHOLD = 32 << 20
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+
+
+def tune_malloc() -> bool:
+    """Before the store opens: sets glibc's mmap threshold (see MMAP_THRESHOLD). Whether it
+    was set (False on a C library without ``mallopt``, such as musl's)."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 if __name__ == "__main__":

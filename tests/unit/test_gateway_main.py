@@ -62,3 +62,41 @@ def test_the_running_gateway_collects_young_objects_less_often_and_freezes_start
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "True", "True"]
+
+
+def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
+    """gateway.main.tune_malloc (called before the store opens): RocksDB's 1 MiB memtable
+    blocks, and anything up to MMAP_THRESHOLD, come from malloc's heaps (reused once freed)
+    rather than from an mmap each; larger blocks are still mapped. mallinfo2's ``hblks``
+    counts the mapped blocks."""
+    probe = textwrap.dedent(
+        """
+        import ctypes, ctypes.util
+        from gateway.main import MMAP_THRESHOLD, tune_malloc
+
+        class Info(ctypes.Structure):
+            _fields_ = [(n, ctypes.c_size_t) for n in (
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+            ).split()]
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallinfo2.restype = Info
+        libc.malloc.restype = ctypes.c_void_p
+        libc.free.argtypes = (ctypes.c_void_p,)
+
+        def mapped(size):
+            before = libc.mallinfo2().hblks
+            block = libc.malloc(size)
+            now = libc.mallinfo2().hblks
+            libc.free(block)
+            return now > before
+
+        print(tune_malloc())
+        print(mapped(1 << 20), mapped(MMAP_THRESHOLD // 2), mapped(2 * MMAP_THRESHOLD))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "False", "True"]
