@@ -71,7 +71,7 @@ def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
     counts the mapped blocks."""
     probe = textwrap.dedent(
         """
-        import ctypes, ctypes.util
+        import ctypes
         from gateway.main import MMAP_THRESHOLD, tune_malloc
 
         class Info(ctypes.Structure):
@@ -79,7 +79,7 @@ def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
             ).split()]
 
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc = ctypes.CDLL(None)
         libc.mallinfo2.restype = Info
         libc.malloc.restype = ctypes.c_void_p
         libc.free.argtypes = (ctypes.c_void_p,)
