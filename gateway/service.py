@@ -19,7 +19,7 @@ import gevent
 
 from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
-from .errors import InvalidArgument, StoreError
+from .errors import InvalidArgument, StoreError, Unwritten
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
@@ -268,15 +268,38 @@ class GatewayService:
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
+        reroute: bool = True,
     ) -> dict[int, tuple[int, int]]:
         """Writes the groups of partitions owned here, forwards the others to their owners
         (at the same time), and returns once every one of them is acknowledged; the first id
         of each group (of a forwarded one only when its ids were asked for or it carries
-        keys or properties: then it goes as ``forwardMessagesReturningIds``)."""
+        keys or properties: then it goes as ``forwardMessagesReturningIds``).
+
+        A forwarded group the owner did not take unwritten (it had just left, or handed the
+        partition on) is routed again, once, when this gateway's view of the cluster moved
+        on within ``move_wait``: a rolling restart fails no put for a view a moment old."""
         firsts: dict[int, tuple[int, int]] = {}
         cluster, forwarder = self.cluster, self.forwarder
         assert cluster is not None and forwarder is not None
         name = meta.name
+
+        def send(address: str, gid: str | None, pid: int, topics: list[bytes],
+                values: list[bytes]) -> None:  # fmt: skip
+            ex = (extras or {}).get(pid)
+            try:
+                if want_ids or ex:
+                    whole = forward_messages(self._t, topics, values, ex)
+                    forward_first_id(forwarder, address, name, pid, whole, firsts)
+                else:
+                    forwarder.forward(address, name, pid, topics, values)
+            except Unwritten as exc:
+                if not reroute or not cluster.wait_moved(name, pid, gid):
+                    raise
+                log.info("routing a put for %s/%d again: %s", name, pid, exc)
+                firsts.update(self._store_in_cluster(meta, [(pid, topics, values)], False,
+                                                     {pid: ex} if ex else None, want_ids,
+                                                     reroute=False))  # fmt: skip
+
         local, hops = [], []
         for pid, topics, values in groups:
             if not values:
@@ -284,13 +307,9 @@ class GatewayService:
             owner = cluster.route(name, pid, forwarded=forwarded)
             if owner is None:
                 local.append((pid, topics, values))
-            elif want_ids or (extras and extras.get(pid)):
-                whole = forward_messages(self._t, topics, values, (extras or {}).get(pid))
-                hops.append(gevent.spawn(_outcome, forward_first_id, forwarder, owner, name, pid,
-                                         whole, firsts))  # fmt: skip
-            else:
-                hops.append(gevent.spawn(_outcome, forwarder.forward, owner, name, pid, topics,
-                                         values))  # fmt: skip
+            else:  # who it was routed to, to know when the view moved past it
+                gid = cluster.assigned_owner(name, pid)
+                hops.append(gevent.spawn(_outcome, send, owner, gid, pid, topics, values))
         try:
             if local:
                 with contextlib.ExitStack() as owned:

@@ -21,7 +21,7 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport.buffered import TCyBufferedTransportFactory
 from thriftpy2.transport.framed import TCyFramedTransportFactory
 
-from ..errors import InvalidArgument, StoreError
+from ..errors import InvalidArgument, NotOwner, StoreError, Unwritten
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class Forwarder:
             try:
                 client.forwardMessages(queue.encode(), partition, messages)
             except self._t.IOError as exc:
-                raise StoreError(f"owner {address}: {exc.message}") from exc
+                raise _io_error(f"owner {address}", exc.message) from exc
             except self._t.IllegalArgument as exc:
                 raise InvalidArgument("tMessages", f"refused by the owner: {exc.message}") from exc
 
@@ -74,7 +74,7 @@ class Forwarder:
             try:
                 return getattr(client, method)(*args)
             except self._t.IOError as exc:
-                raise StoreError(f"{address}: {exc.message}") from exc
+                raise _io_error(address, exc.message) from exc
             except self._t.IllegalArgument as exc:
                 raise InvalidArgument(argument, f"refused by the owner: {exc.message}") from exc
 
@@ -87,23 +87,11 @@ class Forwarder:
             client = idle.pop() if idle else None
         try:
             if client is None:
-                host, _, port = address.rpartition(":")
-                client = make_client(
-                    self._t.HQueueService,
-                    host,
-                    int(port),
-                    timeout=int(self.timeout * 1000),
-                    ssl_context=self._tls,
-                    trans_factory=TCyFramedTransportFactory()
-                    if self._framed
-                    else TCyBufferedTransportFactory(),
-                    proto_factory=TCompactProtocolFactory()
-                    if self._compact
-                    else TCyBinaryProtocolFactory(),
-                )
+                client = self._connect(address)
             yield client
         except (InvalidArgument, StoreError):
-            self._keep(idle, client)  # an answer: the connection is fine
+            if client is not None:
+                self._keep(idle, client)  # an answer: the connection is fine
             raise
         except (TException, OSError) as exc:
             if client is not None:
@@ -120,6 +108,28 @@ class Forwarder:
         else:
             self._keep(idle, client)
 
+    def _connect(self, address: str) -> Any:
+        """A new connection to ``address``; Unwritten when it cannot be made (nothing sent)."""
+        host, _, port = address.rpartition(":")
+        try:
+            return make_client(
+                self._t.HQueueService,
+                host,
+                int(port),
+                timeout=int(self.timeout * 1000),
+                ssl_context=self._tls,
+                trans_factory=TCyFramedTransportFactory()
+                if self._framed
+                else TCyBufferedTransportFactory(),
+                proto_factory=TCompactProtocolFactory()
+                if self._compact
+                else TCyBinaryProtocolFactory(),
+            )
+        except (TException, OSError) as exc:
+            raise Unwritten(
+                f"forwarding to the owner at {address} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
     @staticmethod
     def _keep(idle: list[Any], client: Any) -> None:
         if len(idle) < _IDLE_PER_ADDRESS:
@@ -133,6 +143,12 @@ class Forwarder:
                 with contextlib.suppress(Exception):
                     client.close()
         self._idle.clear()
+
+
+def _io_error(where: str, message: str) -> StoreError:
+    """The owner's IOError: NotOwner when it refused the put for not owning its partition."""
+    cls = NotOwner if message.startswith(NotOwner.MARK) else StoreError
+    return cls(f"{where}: {message}")
 
 
 def forward_messages(

@@ -38,7 +38,7 @@ from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, N
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from ..errors import StoreError
+from ..errors import NotOwner, StoreError
 from ..ids import wall_clock_ms
 from .assign import assign, moves, rebalance_by_load
 from .lease import WriteLease
@@ -282,16 +282,34 @@ class ClusterMember:
                 if address:
                     return address
             left = deadline - time.monotonic()
+            if forwarded and (left <= 0 or not self._running):
+                # a stopping gateway claims nothing more: the sender routes it again at once
+                raise NotOwner(
+                    f"{NotOwner.MARK} {partition} of '{queue}' (it moved); ask "
+                    "getQueueLocations and retry"
+                )
             if left <= 0:
-                if forwarded:
-                    raise StoreError(
-                        f"this gateway does not own partition {partition} of '{queue}' "
-                        "(it moved); ask getQueueLocations and retry"
-                    )
                 raise StoreError(
                     f"partition {partition} of '{queue}' has no live owner yet (a gateway "
                     "failed or the cluster is rebalancing); retry"
                 )
+            self._changed.clear()
+            self._changed.wait(min(left, 0.25))
+
+    def wait_moved(self, queue: str, partition: int, gone: str | None) -> bool:
+        """After the owner ``gone`` (a gid) did not take a forwarded put it was sent: waits up
+        to ``move_wait`` for the partition to be owned here or assigned to another live
+        gateway; False when it was not (the put fails as it did)."""
+        deadline = time.monotonic() + self.options.move_wait
+        while True:
+            if self._owned.get((queue, partition)) == ACTIVE:
+                return True
+            owner = self.assigned_owner(queue, partition)
+            if owner not in (None, gone) and (owner == self.gid or self.address_of(owner)):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
             self._changed.clear()
             self._changed.wait(min(left, 0.25))
 
@@ -304,7 +322,7 @@ class ClusterMember:
     def writing(self, queue: str, partition: int) -> Iterator[None]:
         """Brackets a local put: ownership and lease are checked, and a release waits for it."""
         if self._owned.get((queue, partition)) != ACTIVE:
-            raise StoreError(f"partition {partition} of '{queue}' moved away from this gateway")
+            raise NotOwner(f"{NotOwner.MARK} {partition} of '{queue}' (it moved away)")
         self.lease.check()
         slot = (queue, partition)
         self._inflight[slot] = self._inflight.get(slot, 0) + 1
