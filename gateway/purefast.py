@@ -624,7 +624,7 @@ def _wrap16(v: int) -> int:
 
 
 def encode_mutate_rows(
-    table: bytes, prefix: bytes, keys: list[bytes], topics: list[bytes], values: list[bytes]
+    table: bytes, prefix: bytes, keys: list[bytes], topics: Sequence[bytes], values: Sequence[bytes]
 ) -> bytes:
     """gateway/store/_hbasecodec.c's encode_mutate_rows: the binary CALL of HBase Thrift1's
     mutateRows(table, one BatchMutation per row, attributes={}), as thriftpy2 writes it."""
@@ -966,8 +966,8 @@ def wal_records(
     partition: int,
     timestamp: int,
     sequence: int,
-    topics: list[bytes],
-    values: list[bytes],
+    topics: Sequence[bytes],
+    values: Sequence[bytes],
     max_count: int,
     max_bytes: int,
 ) -> tuple[bytes, int]:

@@ -169,8 +169,8 @@ class GatewayService:
         self,
         raw_queue: bytes,
         raw_pid: int | None,
-        topics: list[bytes],
-        values: list[bytes],
+        topics: Sequence[bytes],
+        values: Sequence[bytes],
         forwarded: bool = False,
     ) -> None:
         """A put whose messages were already taken apart and checked on the wire (topics
@@ -201,7 +201,7 @@ class GatewayService:
     def _store(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, list[bytes], list[bytes]]],
+        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -264,7 +264,7 @@ class GatewayService:
     def _store_in_cluster(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, list[bytes], list[bytes]]],
+        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -283,8 +283,8 @@ class GatewayService:
         assert cluster is not None and forwarder is not None
         name = meta.name
 
-        def send(address: str, gid: str | None, pid: int, topics: list[bytes],
-                values: list[bytes]) -> None:  # fmt: skip
+        def send(address: str, gid: str | None, pid: int, topics: Sequence[bytes],
+                values: Sequence[bytes]) -> None:  # fmt: skip
             ex = (extras or {}).get(pid)
             try:
                 if want_ids or ex:

@@ -29,19 +29,24 @@ static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
     (void)self;
     const char *table, *prefix;
     Py_ssize_t table_len, prefix_len;
-    PyObject *keys, *topics, *values;
-    if (!PyArg_ParseTuple(args, "y#y#O!O!O!", &table, &table_len, &prefix, &prefix_len,
-                          &PyList_Type, &keys, &PyList_Type, &topics, &PyList_Type, &values))
+    PyObject *keys, *topics_in, *values_in;
+    if (!PyArg_ParseTuple(args, "y#y#O!OO", &table, &table_len, &prefix, &prefix_len,
+                          &PyList_Type, &keys, &topics_in, &values_in))
         return NULL;
+    /* lists, or any sequence (extract_put's Spans) made one: encoded from its items */
+    Out o = {NULL, 0, 0};
+    PyObject *topics = PySequence_Fast(topics_in, "topics must be a sequence");
+    PyObject *values = topics ? PySequence_Fast(values_in, "values must be a sequence") : NULL;
+    if (!values)
+        goto fail;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(topics) != n || PyList_GET_SIZE(values) != n) {
+    if (PySequence_Fast_GET_SIZE(topics) != n || PySequence_Fast_GET_SIZE(values) != n) {
         PyErr_SetString(PyExc_ValueError, "keys, topics and values differ in length");
-        return NULL;
+        goto fail;
     }
     static const char name[] = "mutateRows";
-    Out o = {NULL, 0, 0};
     if (out_grow(&o, 64 + table_len + n * (48 + prefix_len)) < 0)
-        return NULL;
+        goto fail;
     put32(&o, (int32_t)0x80010001); /* version 1, CALL */
     put_bytes(&o, name, (Py_ssize_t)(sizeof name - 1));
     put32(&o, 0); /* seqid */
@@ -51,8 +56,8 @@ static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
     put8(&o, 12);
     put32(&o, (int32_t)n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = PyList_GET_ITEM(keys, i), *t = PyList_GET_ITEM(topics, i),
-                 *v = PyList_GET_ITEM(values, i);
+        PyObject *k = PyList_GET_ITEM(keys, i), *t = PySequence_Fast_GET_ITEM(topics, i),
+                 *v = PySequence_Fast_GET_ITEM(values, i);
         if (!PyBytes_Check(k) || !PyBytes_Check(t) || !PyBytes_Check(v)) {
             PyErr_SetString(PyExc_TypeError, "keys, topics and values must be bytes");
             goto fail;
@@ -89,9 +94,13 @@ static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
     put8(&o, 0); /* end of the arguments */
     PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
     PyMem_Free(o.p);
+    Py_DECREF(topics);
+    Py_DECREF(values);
     return result;
 fail:
     PyMem_Free(o.p);
+    Py_XDECREF(topics);
+    Py_XDECREF(values);
     return NULL;
 }
 

@@ -66,7 +66,7 @@ def _admin_idl() -> Any:
 class _Write:
     __slots__ = ("done", "error", "keys", "size", "topics", "values")
 
-    def __init__(self, keys: list[bytes], topics: list[bytes], values: list[bytes]) -> None:
+    def __init__(self, keys: list[bytes], topics: Sequence[bytes], values: Sequence[bytes]) -> None:
         self.keys = keys
         self.topics = topics
         self.values = values
