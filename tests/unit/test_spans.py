@@ -13,7 +13,7 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
-from gateway.fast import PURE_PYTHON, extract_put, wal_records
+from gateway.fast import PURE_PYTHON, encode_mutate_rows, extract_put, wal_records
 
 T = hqueue_thrift()
 TOPICS = [b"t1", b"t1", b"t2", b"t1"]
@@ -106,6 +106,16 @@ def test_wal_records_takes_them_as_it_takes_lists() -> None:
     )
     with pytest.raises(ValueError):
         wal_records(3, 1, 0, topics, values[1:], 10, 100)
+
+
+def test_the_hbase_codec_takes_them_as_it_takes_lists() -> None:
+    topics, values = taken()
+    keys = [bytes([i]) * 12 for i in range(4)]
+    assert encode_mutate_rows(b"t", b"m:", keys, topics, values) == encode_mutate_rows(
+        b"t", b"m:", keys, TOPICS, VALUES
+    )
+    with pytest.raises(ValueError):
+        encode_mutate_rows(b"t", b"m:", keys, topics, values[1:])
 
 
 # -- the C type only -------------------------------------------------------------------------
