@@ -37,7 +37,7 @@ setup(
         Extension(
             "gateway.store._hbasecodec",
             ["gateway/store/_hbasecodec.c"],
-            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_thriftbuf.h"],
+            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_thriftbuf.h", "gateway/_spans.h"],
             extra_compile_args=["-O2"],
         ),
         # the Python client's put encoder and scan decoder (hqueue/_purecodec.py is its twin)

@@ -71,61 +71,27 @@ static void nth_id(uint64_t ts, unsigned seq, uint64_t n, uint64_t *out_ts, unsi
  * as extract_put gives them, copied from without an object per message. */
 static PyTypeObject *spans_type;
 
-/* wal_records' topics or values: a list of bytes, or a Spans. */
-typedef struct {
-    PyObject *list;
-    const HqSpans *spans;
-} Strings;
-
-static int strings_of(PyObject *o, Strings *s)
-{
-    s->list = PyList_Check(o) ? o : NULL;
-    s->spans = Py_IS_TYPE(o, spans_type) ? (const HqSpans *)o : NULL;
-    if (s->list || s->spans)
-        return 0;
-    PyErr_SetString(PyExc_TypeError, "topics and values must be lists or Spans");
-    return -1;
-}
-
-static Py_ssize_t strings_count(const Strings *s)
-{
-    return s->list ? PyList_GET_SIZE(s->list) : s->spans->count;
-}
-
-/* String i (checked bytes, when in a list): its bytes and length, NULL if not bytes. */
-static inline const char *string_at(const Strings *s, Py_ssize_t i, Py_ssize_t *len)
-{
-    if (s->spans)
-        return hq_spans_at(s->spans, i, len);
-    PyObject *b = PyList_GET_ITEM(s->list, i);
-    if (!PyBytes_Check(b)) {
-        *len = 0;
-        return NULL;
-    }
-    *len = PyBytes_GET_SIZE(b);
-    return PyBytes_AS_STRING(b);
-}
-
 static PyObject *wal_records(PyObject *self, PyObject *args)
 {
     (void)self;
     int partition, sequence;
     long long timestamp;
     PyObject *topics_obj, *values_obj;
-    Strings topics, values;
+    HqStrings topics, values;
     Py_ssize_t max_count, max_bytes;
     if (!PyArg_ParseTuple(args, "iLiOOnn", &partition, &timestamp, &sequence, &topics_obj,
                           &values_obj, &max_count, &max_bytes))
         return NULL;
-    if (strings_of(topics_obj, &topics) < 0 || strings_of(values_obj, &values) < 0)
+    if (hq_strings_of(topics_obj, spans_type, &topics, "topics") < 0 ||
+        hq_strings_of(values_obj, spans_type, &values, "values") < 0)
         return NULL;
     if (partition < 0 || partition > HQ_MAX_PARTITION_ID || sequence < 0 ||
         sequence > HQ_MAX_SEQUENCE || timestamp < 0 || max_count < 1 || max_bytes < 1) {
         PyErr_SetString(PyExc_ValueError, "partition, timestamp, sequence or caps out of range");
         return NULL;
     }
-    Py_ssize_t n = strings_count(&topics);
-    if (strings_count(&values) != n) {
+    Py_ssize_t n = hq_strings_count(&topics);
+    if (hq_strings_count(&values) != n) {
         PyErr_SetString(PyExc_ValueError, "topics and values differ in length");
         return NULL;
     }
@@ -134,7 +100,7 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
     Py_ssize_t total = 0, records = 0, in_record = 0, data = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_ssize_t tl, vl;
-        if (!string_at(&topics, i, &tl) || !string_at(&values, i, &vl) || tl > 255 ||
+        if (!hq_string_at(&topics, i, &tl) || !hq_string_at(&values, i, &vl) || tl > 255 ||
             vl > (Py_ssize_t)UINT32_MAX / 2) {
             PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
             return NULL;
@@ -164,8 +130,8 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
         Py_ssize_t j = i, size = 0;
         while (j < n) {
             Py_ssize_t tl, vl;
-            string_at(&topics, j, &tl);
-            string_at(&values, j, &vl);
+            hq_string_at(&topics, j, &tl);
+            hq_string_at(&values, j, &vl);
             Py_ssize_t entry = 1 + tl + vl;
             if (j > i && (j - i >= max_count || size + entry > max_bytes))
                 break;
@@ -189,7 +155,7 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
         unsigned char *table = value + RECORD_HEAD, *q = value + head;
         for (Py_ssize_t k = i; k < j; k++) {
             Py_ssize_t tl, vl;
-            const char *t = string_at(&topics, k, &tl), *v = string_at(&values, k, &vl);
+            const char *t = hq_string_at(&topics, k, &tl), *v = hq_string_at(&values, k, &vl);
             put_le32(table, (uint32_t)(q - value));
             table += 4;
             *q++ = (unsigned char)tl;

@@ -7,7 +7,7 @@ def wal_records(
     partition: int,
     timestamp: int,
     sequence: int,
-    topics: Sequence[bytes],  # lists, or extract_put's Spans
+    topics: Sequence[bytes],  # lists, or extract_put's Spans (another sequence: TypeError)
     values: Sequence[bytes],
     max_count: int,
     max_bytes: int,

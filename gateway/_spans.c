@@ -139,6 +139,32 @@ static PyObject *spans_richcompare(HqSpans *s, PyObject *other, int op)
     Py_RETURN_FALSE;
 }
 
+PyObject *hq_total_bytes(PyObject *self, PyObject *strings)
+{
+    (void)self;
+    Py_ssize_t total = 0;
+    if (Py_IS_TYPE(strings, &HqSpans_Type)) { /* metrics on a put: no object per message */
+        HqSpans *s = (HqSpans *)strings;
+        for (Py_ssize_t i = 0; i < s->count; i++)
+            total += s->spans[i].len;
+        return PyLong_FromSsize_t(total);
+    }
+    PyObject *it = PyObject_GetIter(strings), *item;
+    if (!it)
+        return NULL;
+    while ((item = PyIter_Next(it))) {
+        Py_ssize_t n = PyObject_Size(item);
+        Py_DECREF(item);
+        if (n < 0) {
+            Py_DECREF(it);
+            return NULL;
+        }
+        total += n;
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? NULL : PyLong_FromSsize_t(total);
+}
+
 static PyObject *spans_repr(HqSpans *s)
 {
     PyObject *items = PySequence_List((PyObject *)s);

@@ -39,6 +39,10 @@ extern PyTypeObject HqSpans_Type;
  * also on failure). Spans outside the buffer are a caller's bug: checked only by assert. */
 PyObject *hq_spans_new(PyObject *buffer, HqSpan *spans, Py_ssize_t count, int share);
 
+/* total_bytes(strings) -> int, gateway._wirecheck's: the bytes of all the strings (a Spans'
+ * from its table; any other iterable: len() of each item, as sum(map(len, ...))). */
+PyObject *hq_total_bytes(PyObject *self, PyObject *strings);
+
 /* Another extension's way to the type (NULL, exception set, if gateway._wirecheck fails). */
 static inline PyTypeObject *hq_spans_import(void)
 {
@@ -55,6 +59,46 @@ static inline const char *hq_spans_at(const HqSpans *s, Py_ssize_t i, Py_ssize_t
 {
     *len = s->spans[i].len;
     return PyBytes_AS_STRING(s->buffer) + s->spans[i].at;
+}
+
+/* A put's topics or values as a C function takes them: a list of bytes, or a Spans (of the
+ * type ``spans_type``, hq_spans_import's). */
+typedef struct {
+    PyObject *list;
+    const HqSpans *spans;
+} HqStrings;
+
+/* 0, or -1 with TypeError naming ``what`` when ``o`` is neither. */
+static inline int hq_strings_of(PyObject *o, PyTypeObject *spans_type, HqStrings *s,
+                                const char *what)
+{
+    s->list = PyList_Check(o) ? o : NULL;
+    s->spans = Py_IS_TYPE(o, spans_type) ? (const HqSpans *)o : NULL;
+    if (s->list || s->spans)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be a list or extract_put's Spans, not %.200s", what,
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+static inline Py_ssize_t hq_strings_count(const HqStrings *s)
+{
+    return s->list ? PyList_GET_SIZE(s->list) : s->spans->count;
+}
+
+/* String i: its bytes and length; NULL (and length 0) when a list's item is not bytes. No
+ * Python code runs here, so a caller that checked every item once may trust them after. */
+static inline const char *hq_string_at(const HqStrings *s, Py_ssize_t i, Py_ssize_t *len)
+{
+    if (s->spans)
+        return hq_spans_at(s->spans, i, len);
+    PyObject *b = PyList_GET_ITEM(s->list, i);
+    if (!PyBytes_Check(b)) {
+        *len = 0;
+        return NULL;
+    }
+    *len = PyBytes_GET_SIZE(b);
+    return PyBytes_AS_STRING(b);
 }
 
 #endif

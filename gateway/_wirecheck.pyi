@@ -1,6 +1,6 @@
 """Type stubs for the C extension gateway/_wirecheck.c."""
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 def scan(
     buffer: bytes | bytearray | memoryview,
@@ -15,6 +15,7 @@ def scan(
 def extract_put(
     message: bytes | bytearray | memoryview, with_pid: bool, single: bool, max_value: int
 ) -> tuple[int, bytes, int | None, Sequence[bytes], Sequence[bytes]] | None: ...
+def total_bytes(strings: Iterable[bytes]) -> int: ...
 def encode_messages_reply(
     name: bytes,
     seqid: int,

@@ -6,7 +6,8 @@ set, and the C extensions are then not imported at all. They are the readable sp
 code (tests/unit/test_purefast.py checks them equal with Hypothesis) and a way to run the
 gateway where nothing can be compiled; they are several times slower.
 
-Owners: the Thrift fast codec (``scan``, ``extract_put``, ``encode_messages_reply``:
+Owners: the Thrift fast codec (``scan``, ``extract_put``, ``total_bytes``,
+``encode_messages_reply``:
 gateway/_wirecheck.c), the merged scans' merge (``merge_rows``: gateway/_merge.c), the embedded
 store's log cells, row keys and sync thread (gateway/_wal.c) and its put records and their
 scan loop (``wal_records``, ``scan_records``: gateway/_records.c), the HBase codec
@@ -18,7 +19,7 @@ from __future__ import annotations
 import heapq
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from . import rowkey
@@ -559,6 +560,11 @@ def extract_put(
     if queue is not None and have_list and (not with_pid or pid is not None):
         return seqid, queue, pid, topics, values
     return None
+
+
+def total_bytes(strings: Iterable[bytes]) -> int:
+    """gateway/_wirecheck.c's total_bytes: the bytes of extract_put's topics or values."""
+    return sum(map(len, strings))
 
 
 # ---- the scan reply (gateway/_wirecheck.c, encode_messages_reply) -------------------------

@@ -20,6 +20,7 @@ import gevent
 from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError, Unwritten
+from .fast import total_bytes
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
@@ -258,7 +259,7 @@ class GatewayService:
         counters = stats.queue(meta.name)
         for b in batches:
             counters.put_messages += len(b.values)
-            counters.put_bytes += sum(map(len, b.values))
+            counters.put_bytes += total_bytes(b.values)  # no bytes object per message
         counters.put_batches += len(batches)
 
     def _store_in_cluster(

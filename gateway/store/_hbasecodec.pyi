@@ -9,7 +9,7 @@ def encode_mutate_rows(
     table: bytes,
     prefix: bytes,
     keys: list[bytes],
-    topics: Sequence[bytes],
+    topics: Sequence[bytes],  # lists, or extract_put's Spans (another sequence: TypeError)
     values: Sequence[bytes],
 ) -> bytes: ...
 

@@ -37,7 +37,7 @@ from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFacto
 
 from .. import rowkey
 from ..errors import HQueueError, InvalidArgument, StoreError
-from ..fast import encode_mutate_rows
+from ..fast import encode_mutate_rows, total_bytes
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
@@ -70,7 +70,7 @@ class _Write:
         self.keys = keys
         self.topics = topics
         self.values = values
-        self.size = sum(map(len, values)) + 16 * len(values)
+        self.size = total_bytes(values) + 16 * len(values)
         self.done = gevent.event.Event()
         self.error: BaseException | None = None
 

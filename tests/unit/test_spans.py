@@ -13,7 +13,7 @@ from thriftpy2.protocol import TBinaryProtocol
 from thriftpy2.thrift import TMessageType
 from thriftpy2.transport import TMemoryBuffer
 
-from gateway.fast import PURE_PYTHON, encode_mutate_rows, extract_put, wal_records
+from gateway.fast import PURE_PYTHON, encode_mutate_rows, extract_put, total_bytes, wal_records
 
 T = hqueue_thrift()
 TOPICS = [b"t1", b"t1", b"t2", b"t1"]
@@ -54,6 +54,18 @@ def test_they_read_as_lists_of_bytes() -> None:
     assert list(zip(topics, values, strict=True)) == list(zip(TOPICS, VALUES, strict=True))
     assert b"one" in values and b"nine" not in values
     assert list(reversed(values)) == VALUES[::-1]
+
+
+def test_total_bytes_is_the_sum_of_their_lengths() -> None:
+    topics, values = taken()
+    assert total_bytes(values) == sum(map(len, VALUES)) == total_bytes(VALUES)
+    assert total_bytes(topics) == sum(map(len, TOPICS))
+    assert total_bytes(values[2:]) == sum(map(len, VALUES[2:]))
+    assert total_bytes([]) == 0 and total_bytes(iter([b"ab", bytearray(3)])) == 5
+    with pytest.raises(TypeError):
+        total_bytes([b"a", 5])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        total_bytes(5)  # type: ignore[arg-type]
 
 
 def test_slices_are_what_a_list_slice_gives() -> None:
