@@ -528,40 +528,31 @@ static PyObject *scan(PyObject *self, PyObject *args)
  * and values are Spans (gateway/_spans.h) over ``message`` (over a copy when it is not bytes),
  * which wal_records copies from straight into the log record. */
 
-/* A Spans' table while it is filled. */
-typedef struct {
-    HqSpan *v;
-    Py_ssize_t n, cap;
-} Table;
-
-static int table_reserve(Table *t, Py_ssize_t more)
+/* A Spans' table while it is filled: HqSpans in an Out (gateway/_thriftbuf.h), whose
+ * PyMem_Realloc'd bytes are aligned for them. */
+static int table_add(Out *t, int64_t at, int64_t len)
 {
-    if (t->n + more <= t->cap)
-        return 0;
-    Py_ssize_t cap = t->cap ? t->cap : 16;
-    while (cap < t->n + more)
-        cap *= 2;
-    HqSpan *v = PyMem_Realloc(t->v, sizeof(HqSpan) * (size_t)cap);
-    if (!v) {
-        PyErr_NoMemory();
+    if (out_grow(t, (Py_ssize_t)sizeof(HqSpan)) < 0)
         return -1;
-    }
-    t->v = v;
-    t->cap = cap;
+    HqSpan *span = (HqSpan *)(t->p + t->len);
+    span->at = at;
+    span->len = len;
+    t->len += (Py_ssize_t)sizeof(HqSpan);
     return 0;
 }
 
 /* A Spans over buffer taking the table's spans (the table is left empty). */
-static PyObject *table_spans(Table *t, PyObject *buffer, int share)
+static PyObject *table_spans(Out *t, PyObject *buffer, int share)
 {
-    PyObject *s = hq_spans_new(buffer, t->v, t->n, share);
-    t->v = NULL;
-    t->n = t->cap = 0;
+    Py_ssize_t count = t->len / (Py_ssize_t)sizeof(HqSpan);
+    PyObject *s = hq_spans_new(buffer, (HqSpan *)t->p, count, share);
+    t->p = NULL;
+    t->len = t->cap = 0;
     return s;
 }
 
 /* A TMessage at r->pos; appends its topic and value. 1 ok, 0 generic path, -1 Python error. */
-static int rd_message(Reader *r, int with_pid, int64_t max_value, Table *topics, Table *values)
+static int rd_message(Reader *r, int with_pid, int64_t max_value, Out *topics, Out *values)
 {
     int64_t topic_at = -1, topic_len = 0, value_at = -1, value_len = 0;
     for (;;) {
@@ -585,10 +576,8 @@ static int rd_message(Reader *r, int with_pid, int64_t max_value, Table *topics,
     }
     if (topic_at < 0 || value_at < 0 || topic_len < 1 || topic_len > 255 || value_len > max_value)
         return 0;
-    if (table_reserve(topics, 1) < 0 || table_reserve(values, 1) < 0)
+    if (table_add(topics, topic_at, topic_len) < 0 || table_add(values, value_at, value_len) < 0)
         return -1;
-    topics->v[topics->n++] = (HqSpan){topic_at, topic_len};
-    values->v[values->n++] = (HqSpan){value_at, value_len};
     return 1;
 }
 
@@ -603,7 +592,7 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
     Reader r = {(const uint8_t *)view.buf, view.len, 0};
     PyObject *result = NULL, *queue = NULL, *pid = NULL, *buffer = NULL;
     PyObject *topic_spans = NULL, *value_spans = NULL;
-    Table topics = {NULL, 0, 0}, values = {NULL, 0, 0};
+    Out topics = {NULL, 0, 0}, values = {NULL, 0, 0};
     int32_t seqid = 0;
     int error = 0, have_list = 0; /* error: a Python exception is set */
 
@@ -665,8 +654,9 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
             int32_t n = be32(r.buf + r.pos + 1);
             r.pos += 5;
             /* sized once: each message takes a byte at least, so no more than are left */
-            Py_ssize_t room = n < r.len - r.pos ? n : (Py_ssize_t)(r.len - r.pos);
-            if (room > 0 && (table_reserve(&topics, room) < 0 || table_reserve(&values, room) < 0)) {
+            Py_ssize_t room = (n < r.len - r.pos ? n : (Py_ssize_t)(r.len - r.pos)) *
+                              (Py_ssize_t)sizeof(HqSpan);
+            if (room > 0 && (out_grow(&topics, room) < 0 || out_grow(&values, room) < 0)) {
                 error = 1;
                 goto done;
             }
@@ -715,8 +705,8 @@ done:
     Py_XDECREF(buffer);
     Py_XDECREF(topic_spans);
     Py_XDECREF(value_spans);
-    PyMem_Free(topics.v);
-    PyMem_Free(values.v);
+    PyMem_Free(topics.p);
+    PyMem_Free(values.p);
     PyBuffer_Release(&view);
     return result;
 }
