@@ -16,54 +16,14 @@ from typing import Any
 import pytest
 from hqueue import Connection, Producer
 from thriftpy2.protocol.binary import TBinaryProtocol
-from thriftpy2.thrift import TApplicationException, TMessageType
-from thriftpy2.transport import TMemoryBuffer
 
 from tests.conftest import free_port, wait_until
-from tests.helpers import scan_queue
+from tests.helpers import SocketReader, call_bytes, read_answer, scan_queue
 
 
 @pytest.fixture
 def store() -> str:
     return "embedded"  # the store whose durability is a wait of its own (the log's sync)
-
-
-def call_bytes(T: Any, method: str, seqid: int, **args: Any) -> bytes:
-    buf = TMemoryBuffer()
-    proto = TBinaryProtocol(buf)
-    proto.write_message_begin(method, TMessageType.CALL, seqid)
-    getattr(T.HQueueService, method + "_args")(**args).write(proto)
-    proto.write_message_end()
-    return buf.getvalue()
-
-
-class _SocketReader:
-    """thriftpy2's transport face over a blocking socket, for reading answers one by one."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def read(self, n: int) -> bytes:
-        out = b""
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            if not chunk:
-                raise ConnectionError("the gateway closed the connection")
-            out += chunk
-        return out
-
-
-def read_answer(T: Any, proto: Any) -> tuple[str, int, Any]:
-    """(method, seqid, result struct) of the next answer on ``proto``."""
-    name, kind, seqid = proto.read_message_begin()
-    if kind == TMessageType.EXCEPTION:
-        exc = TApplicationException()
-        exc.read(proto)
-        raise AssertionError(f"{name} #{seqid} failed: {exc}")
-    result = getattr(T.HQueueService, name + "_result")()
-    result.read(proto)
-    proto.read_message_end()
-    return name, seqid, result
 
 
 def puts(T: Any, queue: str, count: int, first_seqid: int = 1) -> list[bytes]:
@@ -99,7 +59,7 @@ def test_answers_and_ids_keep_the_order_of_the_requests(
                       messageScan=T.TMessageScan())  # fmt: skip
     with socket.create_connection((gw.host, gw.port), timeout=30) as sock:
         sock.sendall(b"".join([*data, bad, *after, scan]))
-        proto = TBinaryProtocol(_SocketReader(sock))
+        proto = TBinaryProtocol(SocketReader(sock))
         answers = [read_answer(T, proto) for _ in range(62)]
         scanner = answers[61][2].success  # owned by this connection: read it here
         sock.sendall(call_bytes(T, "messageScannerGetList", 63, id=scanner, nbMessages=5000))
@@ -128,7 +88,7 @@ def test_a_connections_puts_share_log_syncs(start_gateway: Any, T: Any, queue_na
         before = wal_syncs(metrics)
         with socket.create_connection((gw.host, gw.port), timeout=30) as sock:
             sock.sendall(b"".join(puts(T, queue_name, 60)))
-            proto = TBinaryProtocol(_SocketReader(sock))
+            proto = TBinaryProtocol(SocketReader(sock))
             assert [read_answer(T, proto)[1] for _ in range(60)] == list(range(1, 61))
         counts[window] = wal_syncs(metrics) - before
         gw.stop()
@@ -200,7 +160,7 @@ def test_a_paused_gateway_answers_the_whole_window_when_it_resumes(
         finally:
             gw.proc.send_signal(signal.SIGCONT)
         sock.settimeout(30)
-        proto = TBinaryProtocol(_SocketReader(sock))
+        proto = TBinaryProtocol(SocketReader(sock))
         assert [read_answer(T, proto)[1] for _ in range(40)] == list(range(1, 41))
     assert len(scan_queue(gw.client(), queue_name)) == 40 * 20
 
