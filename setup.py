@@ -10,7 +10,13 @@ setup(
         # the gateway's C fast paths, one module per owner; each has a pure-Python twin that
         # gateway/fast.py picks instead with HQUEUE_PUREPYTHON=1 (docs/ARCHITECTURE.md)
         # the Thrift fast codec: request scanner, put extraction, scan reply encoding
-        Extension("gateway._wirecheck", ["gateway/_wirecheck.c"], extra_compile_args=["-O2"]),
+        # (and Spans, gateway/_spans.h: a put's values as slices of its request)
+        Extension(
+            "gateway._wirecheck",
+            ["gateway/_wirecheck.c", "gateway/_spans.c"],
+            depends=["gateway/_thriftbuf.h", "gateway/_spans.h"],
+            extra_compile_args=["-O2"],
+        ),
         # the embedded store: its log cells, fdatasync thread, row keys, scan loop
         Extension(
             "gateway._wal",
@@ -22,7 +28,7 @@ setup(
         Extension(
             "gateway._records",
             ["gateway/_records.c"],
-            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h"],
+            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h", "gateway/_spans.h"],
             extra_compile_args=["-O2"],
         ),
         # the merged scans' k-way merge (gateway/scanners.py)
@@ -31,7 +37,7 @@ setup(
         Extension(
             "gateway.store._hbasecodec",
             ["gateway/store/_hbasecodec.c"],
-            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_thriftbuf.h"],
+            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_thriftbuf.h", "gateway/_spans.h"],
             extra_compile_args=["-O2"],
         ),
         # the Python client's put encoder and scan decoder (hqueue/_purecodec.py is its twin)

@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "_rowkey.h"
+#include "_spans.h"
 #include "_thriftbuf.h"
 
 #define RECORD_MARK 0
@@ -66,36 +67,45 @@ static void nth_id(uint64_t ts, unsigned seq, uint64_t n, uint64_t *out_ts, unsi
 
 /* ---- encoding ----------------------------------------------------------------------------- */
 
+/* gateway._wirecheck's Spans (gateway/_spans.h), found at import: a put's topics and values
+ * as extract_put gives them, copied from without an object per message. */
+static PyTypeObject *spans_type;
+
 static PyObject *wal_records(PyObject *self, PyObject *args)
 {
     (void)self;
     int partition, sequence;
     long long timestamp;
-    PyObject *topics, *values;
+    PyObject *topics_obj, *values_obj;
+    HqStrings topics, values;
     Py_ssize_t max_count, max_bytes;
-    if (!PyArg_ParseTuple(args, "iLiO!O!nn", &partition, &timestamp, &sequence, &PyList_Type,
-                          &topics, &PyList_Type, &values, &max_count, &max_bytes))
+    if (!PyArg_ParseTuple(args, "iLiOOnn", &partition, &timestamp, &sequence, &topics_obj,
+                          &values_obj, &max_count, &max_bytes))
+        return NULL;
+    if (hq_strings_of(topics_obj, spans_type, &topics, "topics") < 0 ||
+        hq_strings_of(values_obj, spans_type, &values, "values") < 0)
         return NULL;
     if (partition < 0 || partition > HQ_MAX_PARTITION_ID || sequence < 0 ||
         sequence > HQ_MAX_SEQUENCE || timestamp < 0 || max_count < 1 || max_bytes < 1) {
         PyErr_SetString(PyExc_ValueError, "partition, timestamp, sequence or caps out of range");
         return NULL;
     }
-    Py_ssize_t n = PyList_GET_SIZE(topics);
-    if (PyList_GET_SIZE(values) != n) {
+    Py_ssize_t n = hq_strings_count(&topics);
+    if (hq_strings_count(&values) != n) {
         PyErr_SetString(PyExc_ValueError, "topics and values differ in length");
         return NULL;
     }
-    /* first pass: sizes, and where each record starts */
+    /* first pass: sizes, and where each record starts (nothing here runs Python code, so the
+     * lists cannot change before the second) */
     Py_ssize_t total = 0, records = 0, in_record = 0, data = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyList_GET_ITEM(topics, i), *v = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(t) || !PyBytes_Check(v) || PyBytes_GET_SIZE(t) > 255 ||
-            PyBytes_GET_SIZE(v) > (Py_ssize_t)UINT32_MAX / 2) {
+        Py_ssize_t tl, vl;
+        if (!hq_string_at(&topics, i, &tl) || !hq_string_at(&values, i, &vl) || tl > 255 ||
+            vl > (Py_ssize_t)UINT32_MAX / 2) {
             PyErr_SetString(PyExc_TypeError, "topics must be bytes of at most 255, values bytes");
             return NULL;
         }
-        Py_ssize_t entry = 1 + PyBytes_GET_SIZE(t) + PyBytes_GET_SIZE(v);
+        Py_ssize_t entry = 1 + tl + vl;
         if (in_record == 0 || in_record >= max_count || data + entry > max_bytes) {
             records++;
             total += 1 + HQ_KEY_LENGTH + 4 + RECORD_HEAD;
@@ -119,8 +129,10 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
         /* the messages of this record: [i, j) */
         Py_ssize_t j = i, size = 0;
         while (j < n) {
-            Py_ssize_t entry = 1 + PyBytes_GET_SIZE(PyList_GET_ITEM(topics, j)) +
-                               PyBytes_GET_SIZE(PyList_GET_ITEM(values, j));
+            Py_ssize_t tl, vl;
+            hq_string_at(&topics, j, &tl);
+            hq_string_at(&values, j, &vl);
+            Py_ssize_t entry = 1 + tl + vl;
             if (j > i && (j - i >= max_count || size + entry > max_bytes))
                 break;
             size += entry;
@@ -142,14 +154,14 @@ static PyObject *wal_records(PyObject *self, PyObject *args)
         put_le32(value + 2, (uint32_t)count);
         unsigned char *table = value + RECORD_HEAD, *q = value + head;
         for (Py_ssize_t k = i; k < j; k++) {
-            PyObject *t = PyList_GET_ITEM(topics, k), *v = PyList_GET_ITEM(values, k);
-            size_t tl = (size_t)PyBytes_GET_SIZE(t), vl = (size_t)PyBytes_GET_SIZE(v);
+            Py_ssize_t tl, vl;
+            const char *t = hq_string_at(&topics, k, &tl), *v = hq_string_at(&values, k, &vl);
             put_le32(table, (uint32_t)(q - value));
             table += 4;
             *q++ = (unsigned char)tl;
-            memcpy(q, PyBytes_AS_STRING(t), tl);
+            memcpy(q, t, (size_t)tl);
             q += tl;
-            memcpy(q, PyBytes_AS_STRING(v), vl);
+            memcpy(q, v, (size_t)vl);
             q += vl;
         }
         p = q;
@@ -484,6 +496,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__records(void)
 {
+    spans_type = hq_spans_import();
+    if (!spans_type)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)
         return NULL;

@@ -1,13 +1,14 @@
 """Type stubs for the C extension gateway/_records.c."""
 
+from collections.abc import Sequence
 from typing import Any
 
 def wal_records(
     partition: int,
     timestamp: int,
     sequence: int,
-    topics: list[bytes],
-    values: list[bytes],
+    topics: Sequence[bytes],  # lists, or extract_put's Spans (another sequence: TypeError)
+    values: Sequence[bytes],
     max_count: int,
     max_bytes: int,
 ) -> tuple[bytes, int]: ...

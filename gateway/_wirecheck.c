@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "_thriftbuf.h"
+#include "_spans.h"
 
 #define MAX_DEPTH 64
 
@@ -523,12 +524,44 @@ static PyObject *scan(PyObject *self, PyObject *args)
  *      path (a message's own partitionID or id, unknown fields, a value over max_value, an
  *      empty or long topic: the generic path then answers exactly as it always does).
  * ``message`` is one whole binary-protocol put request that scan() accepted. Puts are most of
- * a queue's traffic; this spares them building a Python object per message and field. */
+ * a queue's traffic; this spares them building a Python object per message and field: topics
+ * and values are Spans (gateway/_spans.h) over ``message`` (over a copy when it is not bytes),
+ * which wal_records copies from straight into the log record. */
 
+/* A Spans' table while it is filled. */
+typedef struct {
+    HqSpan *v;
+    Py_ssize_t n, cap;
+} Table;
 
-/* A TMessage at r->pos; appends topic and value. 1 ok, 0 generic path, -1 Python error. */
-static int rd_message(Reader *r, int with_pid, int64_t max_value, PyObject *topics,
-                      PyObject *values, PyObject **last_topic)
+static int table_reserve(Table *t, Py_ssize_t more)
+{
+    if (t->n + more <= t->cap)
+        return 0;
+    Py_ssize_t cap = t->cap ? t->cap : 16;
+    while (cap < t->n + more)
+        cap *= 2;
+    HqSpan *v = PyMem_Realloc(t->v, sizeof(HqSpan) * (size_t)cap);
+    if (!v) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    t->v = v;
+    t->cap = cap;
+    return 0;
+}
+
+/* A Spans over buffer taking the table's spans (the table is left empty). */
+static PyObject *table_spans(Table *t, PyObject *buffer, int share)
+{
+    PyObject *s = hq_spans_new(buffer, t->v, t->n, share);
+    t->v = NULL;
+    t->n = t->cap = 0;
+    return s;
+}
+
+/* A TMessage at r->pos; appends its topic and value. 1 ok, 0 generic path, -1 Python error. */
+static int rd_message(Reader *r, int with_pid, int64_t max_value, Table *topics, Table *values)
 {
     int64_t topic_at = -1, topic_len = 0, value_at = -1, value_len = 0;
     for (;;) {
@@ -552,28 +585,11 @@ static int rd_message(Reader *r, int with_pid, int64_t max_value, PyObject *topi
     }
     if (topic_at < 0 || value_at < 0 || topic_len < 1 || topic_len > 255 || value_len > max_value)
         return 0;
-    PyObject *topic;
-    const char *tp = (const char *)r->buf + topic_at;
-    if (*last_topic && PyBytes_GET_SIZE(*last_topic) == topic_len &&
-        memcmp(PyBytes_AS_STRING(*last_topic), tp, (size_t)topic_len) == 0) {
-        topic = *last_topic; /* topics repeat: share one object */
-        Py_INCREF(topic);
-    } else {
-        topic = PyBytes_FromStringAndSize(tp, topic_len);
-        if (!topic)
-            return -1;
-        *last_topic = topic;
-    }
-    int failed = PyList_Append(topics, topic) < 0;
-    Py_DECREF(topic);
-    if (failed)
+    if (table_reserve(topics, 1) < 0 || table_reserve(values, 1) < 0)
         return -1;
-    PyObject *value = PyBytes_FromStringAndSize((const char *)r->buf + value_at, value_len);
-    if (!value)
-        return -1;
-    failed = PyList_Append(values, value) < 0;
-    Py_DECREF(value);
-    return failed ? -1 : 1;
+    topics->v[topics->n++] = (HqSpan){topic_at, topic_len};
+    values->v[values->n++] = (HqSpan){value_at, value_len};
+    return 1;
 }
 
 static PyObject *extract_put(PyObject *self, PyObject *args)
@@ -585,14 +601,11 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*ppL", &view, &with_pid, &single, &max_value))
         return NULL;
     Reader r = {(const uint8_t *)view.buf, view.len, 0};
-    PyObject *result = NULL, *queue = NULL, *pid = NULL, *last_topic = NULL;
-    PyObject *topics = PyList_New(0), *values = PyList_New(0);
+    PyObject *result = NULL, *queue = NULL, *pid = NULL, *buffer = NULL;
+    PyObject *topic_spans = NULL, *value_spans = NULL;
+    Table topics = {NULL, 0, 0}, values = {NULL, 0, 0};
     int32_t seqid = 0;
     int error = 0, have_list = 0; /* error: a Python exception is set */
-    if (!topics || !values) {
-        error = 1;
-        goto done;
-    }
 
     /* header */
     if (!rd_need(&r, 4))
@@ -640,7 +653,7 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
             }
             r.pos += 2;
         } else if (fid == msgs_fid && single && ft == 12) {
-            int m = rd_message(&r, with_pid, max_value, topics, values, &last_topic);
+            int m = rd_message(&r, with_pid, max_value, &topics, &values);
             if (m <= 0) {
                 error = m < 0;
                 goto done;
@@ -651,8 +664,14 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
                 goto done;
             int32_t n = be32(r.buf + r.pos + 1);
             r.pos += 5;
+            /* sized once: each message takes a byte at least, so no more than are left */
+            Py_ssize_t room = n < r.len - r.pos ? n : (Py_ssize_t)(r.len - r.pos);
+            if (room > 0 && (table_reserve(&topics, room) < 0 || table_reserve(&values, room) < 0)) {
+                error = 1;
+                goto done;
+            }
             for (int32_t i = 0; i < n; i++) {
-                int m = rd_message(&r, with_pid, max_value, topics, values, &last_topic);
+                int m = rd_message(&r, with_pid, max_value, &topics, &values);
                 if (m <= 0) {
                     error = m < 0;
                     goto done;
@@ -665,21 +684,39 @@ static PyObject *extract_put(PyObject *self, PyObject *args)
         }
     }
     if (queue && have_list && (!with_pid || pid)) {
-        result = Py_BuildValue("(iOOOO)", seqid, queue, pid ? pid : Py_None, topics, values);
-    } else {
-        result = Py_None; /* something missing: let the generic path say what */
-        Py_INCREF(result);
+        /* the spans point into the message: it must be immutable, so bytes or a copy */
+        if (PyBytes_Check(view.obj)) {
+            buffer = view.obj;
+            Py_INCREF(buffer);
+        } else {
+            buffer = PyBytes_FromStringAndSize(view.buf, view.len);
+        }
+        if (buffer) {
+            topic_spans = table_spans(&topics, buffer, 1); /* topics repeat: share them */
+            value_spans = topic_spans ? table_spans(&values, buffer, 0) : NULL;
+        }
+        if (!value_spans) {
+            error = 1;
+            goto done;
+        }
+        result = Py_BuildValue("(iOOOO)", seqid, queue, pid ? pid : Py_None, topic_spans,
+                               value_spans);
+        if (!result)
+            error = 1;
     }
 
 done:
-    if (!result && !error) { /* not a shape the fast path takes */
+    if (!result && !error) { /* not a shape the fast path takes: let the generic path say */
         result = Py_None;
         Py_INCREF(result);
     }
     Py_XDECREF(queue);
     Py_XDECREF(pid);
-    Py_XDECREF(topics);
-    Py_XDECREF(values);
+    Py_XDECREF(buffer);
+    Py_XDECREF(topic_spans);
+    Py_XDECREF(value_spans);
+    PyMem_Free(topics.v);
+    PyMem_Free(values.v);
     PyBuffer_Release(&view);
     return result;
 }
@@ -799,6 +836,9 @@ static PyMethodDef methods[] = {
     {"extract_put", extract_put, METH_VARARGS,
      "extract_put(message, with_pid, single, max_value) -> "
      "(seqid, queue, pid, topics, values) | None"},
+    {"total_bytes", hq_total_bytes, METH_O,
+     "total_bytes(strings) -> int: the bytes of extract_put's topics or values (no object "
+     "per item), or of any iterable of sized items"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -810,5 +850,18 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__wirecheck(void)
 {
-    return PyModule_Create(&module);
+    if (PyType_Ready(&HqSpans_Type) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m)
+        return NULL;
+    /* for gateway._records; Python code meets a Spans only as extract_put's result (it has no
+     * constructor and is no name of the module: the twin's results are lists) */
+    PyObject *capsule = PyCapsule_New(&HqSpans_Type, HQ_SPANS_CAPSULE, NULL);
+    if (!capsule || PyModule_AddObject(m, "_spans_type", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

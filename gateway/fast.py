@@ -10,7 +10,8 @@ names below are the C functions themselves (or the twins), so a call costs no ex
 Owners (one C module each, docs/ARCHITECTURE.md "Fast paths"):
 
 - the Thrift fast codec, gateway/_wirecheck.c: ``scan`` (where a request ends, and whether it
-  is sane), ``extract_put`` (a put's topics and values straight from the wire),
+  is sane), ``extract_put`` (a put's topics and values straight from the wire, as Spans),
+  ``total_bytes`` (their bytes, with no object per message),
   ``encode_messages_reply`` (a scan's reply bytes);
 - the merged scans' merge, gateway/_merge.c: ``merge_rows`` (rows), ``merge_encoded``
   (TMessages a store reader encoded);
@@ -32,7 +33,7 @@ if not PURE_PYTHON:
     from ._merge import merge_encoded, merge_rows
     from ._records import scan_records, wal_records
     from ._wal import Syncer, consecutive_keys, put_wal_cells, wal_cells
-    from ._wirecheck import encode_messages_reply, extract_put, scan
+    from ._wirecheck import encode_messages_reply, extract_put, scan, total_bytes
     from .store._hbasecodec import decode_rows_reply, encode_mutate_rows
 else:  # the twins have the C functions' signatures (the stubs' types are the contract)
     from .purefast import (  # type: ignore[assignment]
@@ -47,6 +48,7 @@ else:  # the twins have the C functions' signatures (the stubs' types are the co
         put_wal_cells,
         scan,
         scan_records,
+        total_bytes,
         wal_cells,
         wal_records,
     )
@@ -64,6 +66,7 @@ __all__ = [
     "put_wal_cells",
     "scan",
     "scan_records",
+    "total_bytes",
     "wal_cells",
     "wal_records",
 ]

@@ -6,7 +6,8 @@ set, and the C extensions are then not imported at all. They are the readable sp
 code (tests/unit/test_purefast.py checks them equal with Hypothesis) and a way to run the
 gateway where nothing can be compiled; they are several times slower.
 
-Owners: the Thrift fast codec (``scan``, ``extract_put``, ``encode_messages_reply``:
+Owners: the Thrift fast codec (``scan``, ``extract_put``, ``total_bytes``,
+``encode_messages_reply``:
 gateway/_wirecheck.c), the merged scans' merge (``merge_rows``: gateway/_merge.c), the embedded
 store's log cells, row keys and sync thread (gateway/_wal.c) and its put records and their
 scan loop (``wal_records``, ``scan_records``: gateway/_records.c), the HBase codec
@@ -18,7 +19,7 @@ from __future__ import annotations
 import heapq
 import os
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from . import rowkey
@@ -561,6 +562,11 @@ def extract_put(
     return None
 
 
+def total_bytes(strings: Iterable[bytes]) -> int:
+    """gateway/_wirecheck.c's total_bytes: the bytes of extract_put's topics or values."""
+    return sum(map(len, strings))
+
+
 # ---- the scan reply (gateway/_wirecheck.c, encode_messages_reply) -------------------------
 
 _REPLY_HEAD = struct.Struct(">iI")
@@ -624,7 +630,7 @@ def _wrap16(v: int) -> int:
 
 
 def encode_mutate_rows(
-    table: bytes, prefix: bytes, keys: list[bytes], topics: list[bytes], values: list[bytes]
+    table: bytes, prefix: bytes, keys: list[bytes], topics: Sequence[bytes], values: Sequence[bytes]
 ) -> bytes:
     """gateway/store/_hbasecodec.c's encode_mutate_rows: the binary CALL of HBase Thrift1's
     mutateRows(table, one BatchMutation per row, attributes={}), as thriftpy2 writes it."""
@@ -966,8 +972,8 @@ def wal_records(
     partition: int,
     timestamp: int,
     sequence: int,
-    topics: list[bytes],
-    values: list[bytes],
+    topics: Sequence[bytes],
+    values: Sequence[bytes],
     max_count: int,
     max_bytes: int,
 ) -> tuple[bytes, int]:

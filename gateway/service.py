@@ -20,6 +20,7 @@ import gevent
 from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError, Unwritten
+from .fast import total_bytes
 from .ids import PartitionIdAllocator
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
@@ -169,8 +170,8 @@ class GatewayService:
         self,
         raw_queue: bytes,
         raw_pid: int | None,
-        topics: list[bytes],
-        values: list[bytes],
+        topics: Sequence[bytes],
+        values: Sequence[bytes],
         forwarded: bool = False,
     ) -> None:
         """A put whose messages were already taken apart and checked on the wire (topics
@@ -214,7 +215,7 @@ class GatewayService:
     def _store(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, list[bytes], list[bytes]]],
+        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -291,7 +292,7 @@ class GatewayService:
         counters = stats.queue(meta.name)
         for b in batches:
             counters.put_messages += len(b.values)
-            counters.put_bytes += sum(map(len, b.values))
+            counters.put_bytes += total_bytes(b.values)  # no bytes object per message
         counters.put_batches += len(batches)
 
         def timed() -> None:
@@ -303,7 +304,7 @@ class GatewayService:
     def _store_in_cluster(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, list[bytes], list[bytes]]],
+        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -322,8 +323,8 @@ class GatewayService:
         assert cluster is not None and forwarder is not None
         name = meta.name
 
-        def send(address: str, gid: str | None, pid: int, topics: list[bytes],
-                values: list[bytes]) -> None:  # fmt: skip
+        def send(address: str, gid: str | None, pid: int, topics: Sequence[bytes],
+                values: Sequence[bytes]) -> None:  # fmt: skip
             ex = (extras or {}).get(pid)
             try:
                 if want_ids or ex:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hqueue_contract.protocol import closed_by_peer
@@ -46,7 +46,12 @@ class Forwarder:
         self._idle: dict[str, list[Any]] = {}
 
     def forward(
-        self, address: str, queue: str, partition: int, topics: list[bytes], values: list[bytes]
+        self,
+        address: str,
+        queue: str,
+        partition: int,
+        topics: Sequence[bytes],
+        values: Sequence[bytes],
     ) -> None:
         message = self._t.TMessage
         messages = [message(topic=t, value=v) for t, v in zip(topics, values, strict=True)]
@@ -152,7 +157,7 @@ def _io_error(where: str, message: str) -> StoreError:
 
 
 def forward_messages(
-    thrift: Any, topics: list[bytes], values: list[bytes], extras: dict[int, Any] | None
+    thrift: Any, topics: Sequence[bytes], values: Sequence[bytes], extras: dict[int, Any] | None
 ) -> list[Any]:
     """The TMessages of a group that goes to its owner whole: with each message's key and
     properties (``extras``: index in the group -> :class:`gateway.keys.Extras`)."""

@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "../_rowkey.h"
+#include "../_spans.h"
 #include "../_thriftbuf.h"
+
+/* gateway._wirecheck's Spans, found at import: a put off the wire's topics and values */
+static PyTypeObject *spans_type;
 
 static void put_bytes(Out *o, const char *p, Py_ssize_t n)
 {
@@ -23,18 +27,23 @@ static void put_bytes(Out *o, const char *p, Py_ssize_t n)
  * The whole binary-protocol CALL of HBase Thrift1's mutateRows(tableName, rowBatches,
  * attributes={}), one BatchMutation per row with one Mutation: column = prefix + topic,
  * value, writeToWAL = true; the bytes thriftpy2 would write for the same objects. Spares two
- * Python structs per message and their encoding. */
+ * Python structs per message and their encoding. keys: a list of bytes; topics and values:
+ * lists of bytes or extract_put's Spans (read in place). */
 static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
 {
     (void)self;
     const char *table, *prefix;
     Py_ssize_t table_len, prefix_len;
-    PyObject *keys, *topics, *values;
-    if (!PyArg_ParseTuple(args, "y#y#O!O!O!", &table, &table_len, &prefix, &prefix_len,
-                          &PyList_Type, &keys, &PyList_Type, &topics, &PyList_Type, &values))
+    PyObject *keys, *topics_obj, *values_obj;
+    HqStrings topics, values;
+    if (!PyArg_ParseTuple(args, "y#y#O!OO", &table, &table_len, &prefix, &prefix_len,
+                          &PyList_Type, &keys, &topics_obj, &values_obj))
+        return NULL;
+    if (hq_strings_of(topics_obj, spans_type, &topics, "topics") < 0 ||
+        hq_strings_of(values_obj, spans_type, &values, "values") < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (PyList_GET_SIZE(topics) != n || PyList_GET_SIZE(values) != n) {
+    if (hq_strings_count(&topics) != n || hq_strings_count(&values) != n) {
         PyErr_SetString(PyExc_ValueError, "keys, topics and values differ in length");
         return NULL;
     }
@@ -51,13 +60,14 @@ static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
     put8(&o, 12);
     put32(&o, (int32_t)n);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = PyList_GET_ITEM(keys, i), *t = PyList_GET_ITEM(topics, i),
-                 *v = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(k) || !PyBytes_Check(t) || !PyBytes_Check(v)) {
+        PyObject *k = PyList_GET_ITEM(keys, i);
+        Py_ssize_t tl, vl;
+        const char *t = hq_string_at(&topics, i, &tl), *v = hq_string_at(&values, i, &vl);
+        if (!PyBytes_Check(k) || !t || !v) {
             PyErr_SetString(PyExc_TypeError, "keys, topics and values must be bytes");
             goto fail;
         }
-        Py_ssize_t kl = PyBytes_GET_SIZE(k), tl = PyBytes_GET_SIZE(t), vl = PyBytes_GET_SIZE(v);
+        Py_ssize_t kl = PyBytes_GET_SIZE(k);
         if (out_grow(&o, 64 + kl + prefix_len + tl + vl) < 0)
             goto fail;
         put_field(&o, 11, 1); /* BatchMutation.row */
@@ -71,10 +81,10 @@ static PyObject *encode_mutate_rows(PyObject *self, PyObject *args)
         put32(&o, (int32_t)(prefix_len + tl));
         memcpy(o.p + o.len, prefix, (size_t)prefix_len);
         o.len += prefix_len;
-        memcpy(o.p + o.len, PyBytes_AS_STRING(t), (size_t)tl);
+        memcpy(o.p + o.len, t, (size_t)tl);
         o.len += tl;
         put_field(&o, 11, 3); /* value */
-        put_bytes(&o, PyBytes_AS_STRING(v), vl);
+        put_bytes(&o, v, vl);
         put_field(&o, 2, 4); /* writeToWAL = true */
         put8(&o, 1);
         put8(&o, 0); /* end of Mutation */
@@ -241,6 +251,9 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__hbasecodec(void)
 {
+    spans_type = hq_spans_import();
+    if (!spans_type)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     /* the header's key length, for tests/unit/test_limits.py */
     if (m && PyModule_AddIntConstant(m, "KEY_LENGTH", HQ_KEY_LENGTH) < 0) {

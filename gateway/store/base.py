@@ -72,8 +72,9 @@ class PutBatch(NamedTuple):
 
     partition: int
     first: MessageId
-    topics: list[bytes]
-    values: list[bytes]
+    # lists, or read-only sequences of bytes (a put off the wire: extract_put's Spans)
+    topics: Sequence[bytes]
+    values: Sequence[bytes]
 
 
 class ReadResult(NamedTuple):

@@ -37,7 +37,7 @@ from thriftpy2.transport import TBufferedTransportFactory, TFramedTransportFacto
 
 from .. import rowkey
 from ..errors import HQueueError, InvalidArgument, StoreError
-from ..fast import encode_mutate_rows
+from ..fast import encode_mutate_rows, total_bytes
 from ..ids import wall_clock_ms
 from ..rowkey import MessageId
 from . import hbase_schema as schema
@@ -66,11 +66,11 @@ def _admin_idl() -> Any:
 class _Write:
     __slots__ = ("done", "error", "keys", "size", "topics", "values")
 
-    def __init__(self, keys: list[bytes], topics: list[bytes], values: list[bytes]) -> None:
+    def __init__(self, keys: list[bytes], topics: Sequence[bytes], values: Sequence[bytes]) -> None:
         self.keys = keys
         self.topics = topics
         self.values = values
-        self.size = sum(map(len, values)) + 16 * len(values)
+        self.size = total_bytes(values) + 16 * len(values)
         self.done = gevent.event.Event()
         self.error: BaseException | None = None
 

@@ -163,9 +163,16 @@ def test_extract_put_twin(method: str, batch: list, ed: list, cut: Any, max_valu
     with_pid, single = PUT_METHODS[method]
     data = mangle(put_request(False, method, batch), ed, cut)
     assume(accepted(data))  # the C's precondition: a whole message scan() accepted
-    assert outcome(py.extract_put, data, with_pid, single, max_value) == outcome(
-        c.extract_put, data, with_pid, single, max_value
-    )
+    got_c = outcome(c.extract_put, data, with_pid, single, max_value)
+    got_py = outcome(py.extract_put, data, with_pid, single, max_value)
+    assert got_py == got_c  # the C's topics and values are Spans: equal to the twin's lists
+    if got_c[0] == "ok" and got_c[1] is not None:
+        # and the records the C writes from the Spans are the twin's from the lists
+        records = _c("gateway._records").wal_records
+        caps = (3, 1 + max_value)
+        assert records(1, 2, 3, *got_c[1][3:], *caps) == py.wal_records(
+            1, 2, 3, *got_py[1][3:], *caps
+        )
 
 
 rows = st.lists(
