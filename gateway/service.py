@@ -184,8 +184,8 @@ class GatewayService:
         self,
         raw_queue: bytes,
         raw_pid: int | None,
-        topics: list[bytes],
-        values: list[bytes],
+        topics: Sequence[bytes],
+        values: Sequence[bytes],
         forwarded: bool = False,
     ) -> Callable[[], None]:
         """``put_raw`` in two steps: checks, allocates ids and writes now (in call order), and
@@ -215,7 +215,7 @@ class GatewayService:
     def _store(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -228,7 +228,7 @@ class GatewayService:
     def _store_begin(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, list[bytes], list[bytes]]],
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -304,7 +304,7 @@ class GatewayService:
     def _store_in_cluster(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
