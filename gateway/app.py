@@ -111,6 +111,7 @@ class Gateway:
                     send_timeout=self.config.send_timeout,
                     max_pending_bytes=self.config.max_pending_request_bytes,
                     max_reply_bytes=self.config.max_reply_bytes,
+                    put_window=self.config.put_window,
                 ),
                 tls=server_tls,
             )

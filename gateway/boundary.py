@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.thrift import TApplicationException, TProcessor
@@ -42,10 +43,11 @@ class GatewayProcessor(TProcessor):
     binary protocol the reply is encoded from the rows in C, byte for byte what thriftpy2
     would write, else the rows become TMessage objects first.
 
-    Puts: ``max_value_bytes`` turns the put path on (the handler must have ``put_raw``): a put is
-    taken apart by :func:`gateway._wirecheck.extract_put` straight from the wire bytes instead
-    of being decoded into a Python object per message; any put it does not take (a message's
-    own partitionID, a bad topic or value, ...) goes the generic way, so answers are the same.
+    Puts: ``max_value_bytes`` turns the put path on (the handler must have
+    ``begin_put_raw``): a put is taken apart by :func:`gateway._wirecheck.extract_put`
+    straight from the wire bytes instead of being decoded into a Python object per message;
+    any put it does not take (a message's own partitionID, a bad topic or value, ...) goes the
+    generic way, so answers are the same.
     """
 
     def __init__(
@@ -63,7 +65,9 @@ class GatewayProcessor(TProcessor):
         self._illegal: Any = thrift.IllegalArgument
         self._binary = binary
         self._max_value = max_value_bytes
-        self.fast_puts = binary and max_value_bytes is not None and hasattr(handler, "put_raw")
+        self.fast_puts = (
+            binary and max_value_bytes is not None and hasattr(handler, "begin_put_raw")
+        )
         self.stats: Any = None  # a gateway.metrics.GatewayStats when metrics run
 
     def process(self, iprot: Any, oprot: Any) -> None:
@@ -76,23 +80,39 @@ class GatewayProcessor(TProcessor):
 
     def process_put(self, message: bytes, method: bytes, oprot: Any) -> bool:
         """Serves a binary-protocol put from its bytes; False if it needs :meth:`process`."""
+        answer = self.begin_put(message, method, oprot)
+        if answer is None:
+            return False
+        answer()
+        return True
+
+    def begin_put(self, message: bytes, method: bytes, oprot: Any) -> Callable[[], None] | None:
+        """A binary-protocol put from its bytes in two steps: checks it and writes it now,
+        returns what waits until it is durable and then writes its answer (or the error's)
+        to ``oprot``; None if it needs :meth:`process`. The server pipelines a connection's
+        puts with it: the next put is written while this one's log sync runs."""
         shape = _PUTS.get(method)
         if shape is None:  # a bulk method without a fast path (putMessagesReturningIds)
-            return False
+            return None
         with_pid, single = shape
         assert self._max_value is not None
         taken = extract_put(message, with_pid, single, self._max_value)
         if taken is None:
-            return False
+            return None
         seqid, queue, pid, topics, values = taken
         api = method.decode()
         result = getattr(self._service, api + "_result")()
         forwarded = method == b"forwardMessages"
-        put_raw = getattr(self._handler, "put_raw")  # noqa: B009 - checked in __init__
-        self._answer(
-            oprot, api, seqid, result, lambda: put_raw(queue, pid, topics, values, forwarded)
-        )
-        return True
+        begin = getattr(self._handler, "begin_put_raw")  # noqa: B009 - checked in __init__
+        try:
+            durable = begin(queue, pid, topics, values, forwarded)
+        except Exception as exc:  # answered in its turn, after the puts before it
+            failure = exc
+
+            def durable() -> None:
+                raise failure
+
+        return lambda: self._answer(oprot, api, seqid, result, durable)
 
     def _answer(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:
         try:

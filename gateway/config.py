@@ -236,6 +236,14 @@ class GatewayConfig:
         unit=SECONDS,
         group=LIMITS,
     )
+    put_window: int = flag(
+        16,
+        "puts of one connection the gateway writes while earlier ones wait for their log "
+        "sync (a client that pipelines, like hqueue.Producer); their answers keep the "
+        "requests' order; 1: one put at a time",
+        check="count",
+        group=LIMITS,
+    )
     max_reply_bytes: int = flag(
         256 << 20,
         "bytes of replies all connections together may be sending; past it no connection "

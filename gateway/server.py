@@ -29,6 +29,7 @@ from thriftpy2.transport.memory import TCyMemoryBuffer
 
 from . import peer
 from .auth import Principal, set_current_principal
+from .pipeline import PutLane
 from .tls import accept, peer_identity, shutdown_read
 from .wire import (
     BULK_METHODS,
@@ -52,6 +53,7 @@ class WireOptions:
     send_timeout: float = 60.0  # seconds a reply may take to be sent
     max_pending_bytes: int = 256 * 1024 * 1024  # unfinished requests, all connections
     max_reply_bytes: int = 256 * 1024 * 1024  # replies being sent, all connections
+    put_window: int = 16  # puts of a connection written while earlier ones sync (pipeline.py)
 
 
 # After a reply larger than this, a connection's output transport is replaced: thriftpy2's
@@ -87,11 +89,12 @@ class ThriftServer:
         self._connections: set[socket.socket] = set()
         self.accepted = 0  # connections accepted since start (a metric)
 
+        # Called with a connection's Peer once it is gone (the gateway closes its scanners).
+        self.on_close: Callable[[peer.Peer], object] | None = None
+
     @property
     def open_connections(self) -> int:
         return len(self._connections)
-        # Called with a connection's Peer once it is gone (the gateway closes its scanners).
-        self.on_close: Callable[[peer.Peer], object] | None = None
 
     @property
     def processor(self) -> Any:
@@ -151,14 +154,20 @@ class ThriftServer:
                 writer.write(_FRAME_HEADER.pack(len(data)))
                 writer.write(data)
 
-            set_direct_writer(write_framed)
+            direct = write_framed
         else:
-            set_direct_writer(writer.write)
+            direct = writer.write
+        set_direct_writer(direct)
         oprot = self._proto.get_protocol(self._trans.get_transport(writer))
         new_protocol = self._proto.get_protocol
         process = self.processor.process
-        fast_put = (
-            self.processor.process_put if getattr(self.processor, "fast_puts", False) else None
+        fast_puts = getattr(self.processor, "fast_puts", False)
+        fast_put = self.processor.process_put if fast_puts else None
+        begin_put = self.processor.begin_put if fast_puts and self.wire.put_window > 1 else None
+        lane = PutLane(
+            self.wire.put_window,
+            lambda: set_direct_writer(direct),
+            lambda _exc: _shutdown(sock),
         )
         self._connections.add(sock)
         self.accepted += 1
@@ -166,9 +175,16 @@ class ThriftServer:
             while True:
                 message, method = reader.next_message()
                 if method in BULK_METHODS:
+                    answer = None if begin_put is None else begin_put(message, method, oprot)
+                    if answer is not None:
+                        del message
+                        lane.push(answer)  # answered in order while the next is read
+                        continue
+                    lane.drain()
                     if fast_put is None or not fast_put(message, method, oprot):
                         process(new_protocol(TCyMemoryBuffer(message)), oprot)
                 else:
+                    lane.drain()  # its answer follows theirs
                     # Its reply may be large: not while the replies being sent by all
                     # connections are past --max-reply-bytes (this connection reads nothing
                     # meanwhile). Puts go on: their replies are a few bytes, and clients that
@@ -194,12 +210,19 @@ class ThriftServer:
             # a checked message that still does not decode (a wrong type for a field, ...)
             log.info("closing connection from %s: %s: %s", _peer(address), type(exc).__name__, exc)
         finally:
+            lane.close()  # the puts in it are written: their answers go out where they can
             reader.close()
             self._connections.discard(sock)
             with contextlib.suppress(OSError):
                 sock.close()
             if self.on_close is not None:
                 self.on_close(caller)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    """Ends a connection whose answer could not be written: its reader sees the end."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def _peer(address: Any) -> str:

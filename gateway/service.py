@@ -178,13 +178,26 @@ class GatewayService:
         1..255 bytes, values within the limit, no per-message partition): see
         :func:`gateway._wirecheck.extract_put`. Same semantics as ``putMessages*``;
         ``forwarded``: ``forwardMessages`` from another gateway of the cluster."""
+        self.begin_put_raw(raw_queue, raw_pid, topics, values, forwarded)()
+
+    def begin_put_raw(
+        self,
+        raw_queue: bytes,
+        raw_pid: int | None,
+        topics: Sequence[bytes],
+        values: Sequence[bytes],
+        forwarded: bool = False,
+    ) -> Callable[[], None]:
+        """``put_raw`` in two steps: checks, allocates ids and writes now (in call order), and
+        returns what waits until the put is acknowledged; raises now for a bad argument. A
+        connection's next put begins while this one waits for its log sync (gateway/server.py)."""
         meta = self._queue(raw_queue, writable=True)
         self._check_count(len(values), "tMessages")
         if raw_pid is None:
             pid = self._any_partition(meta)
         else:
             pid = validation.partition(raw_pid, meta.partitions)
-        self._store(meta, [(pid, topics, values)], forwarded)
+        return self._store_begin(meta, [(pid, topics, values)], forwarded)[1]
 
     def _any_partition(self, meta: QueueMeta) -> int:
         """A put that names no partition: a random one (in a cluster, one owned here)."""
@@ -202,14 +215,28 @@ class GatewayService:
     def _store(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool = False,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
     ) -> dict[int, tuple[int, int]]:
         """Stores each group on its partition; the first id of each partition's group."""
+        firsts, durable = self._store_begin(meta, groups, forwarded, extras, want_ids)
+        durable()
+        return firsts
+
+    def _store_begin(
+        self,
+        meta: QueueMeta,
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
+        forwarded: bool = False,
+        extras: dict[int, dict[int, Extras]] | None = None,
+        want_ids: bool = False,
+    ) -> tuple[dict[int, tuple[int, int]], Callable[[], None]]:
+        """``_store`` in two steps: the first ids, and what waits until the put is durable
+        (then wakes the push workers). In a cluster the whole put is done here."""
         if self.cluster is not None:
-            return self._store_in_cluster(meta, groups, forwarded, extras, want_ids)
+            return self._store_in_cluster(meta, groups, forwarded, extras, want_ids), _done
         batches = []
         firsts = {}
         for pid, topics, values in groups:
@@ -218,12 +245,20 @@ class GatewayService:
             ts, seq = self._allocator(meta, pid).allocate(len(values))
             firsts[pid] = (ts, seq)
             batches.append(PutBatch(pid, MessageId(ts, seq), topics, values))
-        if batches:
-            self._save_extras(meta, firsts, extras)  # first: a visible message's key is found
-            self._write(meta, batches)
-            if self.after_put is not None:
-                self.after_put(meta.name, [b.partition for b in batches])
-        return firsts
+        if not batches:
+            return firsts, _done
+        self._save_extras(meta, firsts, extras)  # first: a visible message's key is found
+        written = self._write_begin(meta, batches)
+        after_put, name = self.after_put, meta.name
+        partitions = [b.partition for b in batches]
+        del batches  # the messages are the store's now: nothing here keeps them
+
+        def durable() -> None:
+            written()
+            if after_put is not None:
+                after_put(name, partitions)
+
+        return firsts, durable
 
     def put_internal(
         self, meta: QueueMeta, partition: int, messages: list[tuple[bytes, bytes, Extras]]
@@ -246,26 +281,30 @@ class GatewayService:
         mid = self._t.TMessageID
         return [mid(ts, seq) for _, ts, seq in placed]
 
-    def _write(self, meta: QueueMeta, batches: list[PutBatch]) -> None:
-        """``store.put``, timed and counted when metrics run (puts forwarded to another
-        gateway are counted there)."""
+    def _write_begin(self, meta: QueueMeta, batches: list[PutBatch]) -> Callable[[], None]:
+        """``store.put_begin``, timed (to durable) and counted when metrics run (puts
+        forwarded to another gateway are counted there)."""
         stats = self.stats
         if stats is None:
-            self.store.put(meta, batches)
-            return
+            return self.store.put_begin(meta, batches)
         began = time.perf_counter()
-        self.store.put(meta, batches)
-        stats.put_latency.observe(time.perf_counter() - began)
+        written = self.store.put_begin(meta, batches)
         counters = stats.queue(meta.name)
         for b in batches:
             counters.put_messages += len(b.values)
             counters.put_bytes += total_bytes(b.values)  # no bytes object per message
         counters.put_batches += len(batches)
 
+        def timed() -> None:
+            written()
+            stats.put_latency.observe(time.perf_counter() - began)
+
+        return timed
+
     def _store_in_cluster(
         self,
         meta: QueueMeta,
-        groups: list[tuple[int, Sequence[bytes], Sequence[bytes]]],
+        groups: Sequence[tuple[int, Sequence[bytes], Sequence[bytes]]],
         forwarded: bool,
         extras: dict[int, dict[int, Extras]] | None = None,
         want_ids: bool = False,
@@ -328,7 +367,7 @@ class GatewayService:
                     # group's owner saves its own)
                     self._save_extras(meta, {b.partition: firsts[b.partition] for b in batches},
                                       extras)  # fmt: skip
-                    self._write(meta, batches)
+                    self._write_begin(meta, batches)()
                 for b in batches:
                     cluster.count_put(name, b.partition, len(b.values))
                 if self.after_put is not None:
@@ -732,3 +771,7 @@ def _outcome(fn: Callable[..., None], *args: Any) -> BaseException | None:
 
 def _size(raw: Any) -> str:
     return f"{len(raw)}" if isinstance(raw, (bytes, str)) else type(raw).__name__
+
+
+def _done() -> None:
+    """The wait of a put that was acknowledged before ``_store_begin`` returned."""

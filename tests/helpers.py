@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from hqueue.protocol import hqueue_thrift
+from thriftpy2.protocol.binary import TBinaryProtocol
+from thriftpy2.thrift import TApplicationException, TMessageType
+from thriftpy2.transport import TMemoryBuffer
 
 
 def msg(T: Any, topic: bytes, value: bytes, pid: int | None = None) -> Any:
@@ -29,3 +33,42 @@ def scan_queue(client: Any, queue: str | bytes, n: int = 1000) -> list[Any]:
 
 def key(m: Any) -> tuple[int, int]:
     return (m.id.timestamp, m.id.sequenceID)
+
+
+def call_bytes(T: Any, method: str, seqid: int, **args: Any) -> bytes:
+    """A binary-protocol call, encoded (to send several before reading an answer)."""
+    buf = TMemoryBuffer()
+    proto = TBinaryProtocol(buf)
+    proto.write_message_begin(method, TMessageType.CALL, seqid)
+    getattr(T.HQueueService, method + "_args")(**args).write(proto)
+    proto.write_message_end()
+    return buf.getvalue()
+
+
+class SocketReader:
+    """thriftpy2's transport face over a blocking socket, for reading answers one by one."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def read(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the gateway closed the connection")
+            out += chunk
+        return out
+
+
+def read_answer(T: Any, proto: Any) -> tuple[str, int, Any]:
+    """(method, seqid, result struct) of the next answer on ``proto``."""
+    name, kind, seqid = proto.read_message_begin()
+    if kind == TMessageType.EXCEPTION:
+        exc = TApplicationException()
+        exc.read(proto)
+        raise AssertionError(f"{name} #{seqid} failed: {exc}")
+    result = getattr(T.HQueueService, name + "_result")()
+    result.read(proto)
+    proto.read_message_end()
+    return name, seqid, result

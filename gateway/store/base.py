@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -179,6 +179,15 @@ class PartitionStore(abc.ABC):
         """Stores the batches; returns once they are durable. Later calls never carry smaller
         keys for a partition."""
 
+    def put_begin(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> Callable[[], None]:
+        """``put`` in two steps: applies the batches now, in call order, and returns what waits
+        until they are durable (raising what ``put`` would raise). A connection's next put can
+        begin while an earlier one waits (gateway/server.py). This default does the whole put
+        here; a store whose durability is a wait of its own (the embedded store's log sync)
+        returns that wait instead."""
+        self.put(queue, batches)
+        return already_durable
+
     @abc.abstractmethod
     def reader(
         self,
@@ -245,3 +254,7 @@ class PartitionStore(abc.ABC):
         """False when this generation of the queue has no message with a key or properties
         (readers then skip ``get_extras``); cheap, may lag a put by another gateway by a few
         seconds."""
+
+
+def already_durable() -> None:
+    """The wait of a put that was durable when ``put_begin`` returned."""

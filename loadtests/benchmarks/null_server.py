@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 TOPIC = b"t"
@@ -79,6 +79,12 @@ class NullHandler:
     def put_raw(self, raw_queue: Any, raw_pid: Any, topics: Any, values: Any) -> None:
         """The gateway boundary's fast put path (messages taken apart from the wire in C)."""
         return None
+
+    def begin_put_raw(
+        self, raw_queue: Any, raw_pid: Any, topics: Any, values: Any, forwarded: bool = False
+    ) -> Callable[[], None]:
+        """The same in two steps, as the gateway's server pipelines a connection's puts."""
+        return _nothing
 
     # scans: a counter per scanner, the same prebuilt list every time
     def _open(self) -> int:
@@ -228,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     serve_plain(handler, thrift, args.host, args.port)
     return 0
+
+
+def _nothing() -> None:
+    return None
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ the space the test wants gone and is removed to free it again. Figures are print
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ from typing import Any
 
 import psutil
 import pytest
+from thriftpy2.protocol.binary import TBinaryProtocol
 
 from tests.conftest import wait_until
-from tests.helpers import scan_queue
+from tests.helpers import SocketReader, call_bytes, read_answer, scan_queue
 
 MiB = 1 << 20
 
@@ -113,6 +115,46 @@ def test_puts_recover_once_space_is_freed(small_disk: Path, start_gateway: Any, 
     got = sorted(m.value for m in scan_queue(c, "q", 4))
     assert got == sorted([*acked, b"after"])
     assert all("disk is full" in e for e in errors), errors[:3]
+
+
+def test_pipelined_puts_on_a_full_disk_fail_in_their_turn(
+    small_disk: Path, start_gateway: Any, T: Any
+) -> None:
+    """24 puts of 1 MiB sent at once on one connection (gateway/pipeline.py) onto a disk
+    with 8 MiB left: every answer comes in request order, each a success or an IOError that
+    says the disk is full; the same connection takes puts again once space is freed, and
+    everything acknowledged is there."""
+    gw = start_gateway("--log-segment-mb", "1", data_dir=small_disk / "data")
+    c = gw.client()
+    c.createQueue("q", 1, 3600, {})
+    filler = fill(small_disk, 8 * MiB)
+    values = [bytes([i]) * MiB for i in range(24)]
+    calls = [
+        call_bytes(T, "putMessagesWithPid", i + 1, queueName="q", partitionID=0,
+                   tMessages=[_msg(T, v)])
+        for i, v in enumerate(values)
+    ]  # fmt: skip
+    with socket.create_connection((gw.host, gw.port), timeout=60) as sock:
+        sock.sendall(b"".join(calls))
+        proto = TBinaryProtocol(SocketReader(sock))
+        answers = [read_answer(T, proto) for _ in calls]
+        assert [seqid for _, seqid, _ in answers] == list(range(1, 25))
+        acked = [v for v, (_, _, r) in zip(values, answers, strict=True) if r.io is None]
+        errors = [r.io.message for _, _, r in answers if r.io is not None]
+        print(f"pipelined onto a full disk: {len(acked)} acknowledged, {len(errors)} refused")
+        assert errors, "the disk never filled"
+        assert all("disk is full" in e for e in errors), errors[:3]
+        filler.unlink()
+        deadline = time.monotonic() + 10
+        while True:  # the same connection, once space is back
+            sock.sendall(call_bytes(T, "putMessagesWithPid", 99, queueName="q", partitionID=0,
+                                    tMessages=[_msg(T, b"after")]))  # fmt: skip
+            if read_answer(T, proto)[2].io is None:
+                break
+            assert time.monotonic() < deadline, "puts still fail 10 s after space was freed"
+            time.sleep(0.2)
+    got = sorted(m.value for m in scan_queue(c, "q", 4))
+    assert got == sorted([*acked, b"after"])
 
 
 @pytest.mark.disk_mb(160)

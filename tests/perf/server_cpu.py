@@ -2,7 +2,7 @@
 for profiling (run perf or py-spy on the gateway pid it prints).
 
     python -m tests.perf.server_cpu [read1 read8 prod1 prod8] [--runs 3] [--sides lean,friendly]
-        [--pause SECONDS]
+        [--pause SECONDS] [--gateway-flags '--put-window 1']
 
 One gateway on the embedded store in a fresh temp dir, the section's client processes
 (:mod:`loadtests.benchmarks.kafka_clients`): ``read1``/``read8`` read 1M messages from a
@@ -48,12 +48,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sides", default="lean,friendly")
     ap.add_argument("--pause", type=float, default=0.0)
+    ap.add_argument(
+        "--gateway-flags", default="", help="extra gateway flags, e.g. '--put-window 1' (an A/B)"
+    )
     args = ap.parse_args()
     rows = args.rows or list(ROWS)
     if unknown := [r for r in rows if r not in ROWS]:
         ap.error(f"unknown rows {unknown}: choose from {', '.join(ROWS)}")
     workdir = Path(tempfile.mkdtemp(prefix="server-cpu-"))
-    gw = start_gateway(workdir, name="gw")
+    gw = start_gateway(workdir, name="gw", flags=args.gateway_flags.split())
     print(f"gateway pid {gw.pid}, data in {workdir}", flush=True)
     try:
         for name, parts in (("read1", 1), ("read8", 8), ("prod1", 1), ("prod8", 8)):

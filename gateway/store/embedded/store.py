@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import gevent
@@ -35,7 +35,7 @@ from ... import rowkey
 from ...errors import InvalidArgument, StoreError
 from ...fast import Syncer, put_wal_cells, wal_records
 from ...rowkey import MessageId
-from ..base import PartitionReader, PartitionStore, PutBatch, QueueMeta
+from ..base import PartitionReader, PartitionStore, PutBatch, QueueMeta, already_durable
 from ..wal import LogError
 from .commit import _Commit
 from .extras import _Extras
@@ -228,6 +228,12 @@ class EmbeddedStore(
         return last_id(key, it.value()) if rowkey.decode(key)[0] == partition else None
 
     def put(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> None:
+        self.put_begin(queue, batches)()
+
+    def put_begin(self, queue: QueueMeta, batches: Sequence[PutBatch]) -> Callable[[], None]:
+        """Appends the batches' record to the log, starts its sync and fills the memtables;
+        the wait for the sync is what it returns. The wait is outside the gate: it touches
+        only the log's group, and a reopen drains the log's syncs before it closes anything."""
         with self._gate.passing():  # see _heal_loop
             self._check_space()
             db = self._db_required()
@@ -252,7 +258,7 @@ class EmbeddedStore(
                 messages += len(values)
                 floors.setdefault((layout.base, partition), rowkey.id_key(partition, first))
             if not rows:
-                return
+                return already_durable  # nothing to write
             try:
                 closed = self._wal.append(parts)
                 if closed is not None:  # a full segment ended at LSN ``closed``
@@ -289,9 +295,13 @@ class EmbeddedStore(
                 and time.monotonic() >= self._no_spare_until
             ):
                 self._spare = gevent.spawn(self._make_spare)
+
+        def durable() -> None:
             group.done.wait()
             if group.error is not None:
                 raise StoreError(_explain(group.error, "syncing the write-ahead log failed"))
+
+        return durable
 
     def reader(
         self,
