@@ -17,6 +17,7 @@ says which were measured how.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -82,6 +83,7 @@ def main() -> None:
                 )
     finally:
         gw.stop()
+        shutil.rmtree(workdir, ignore_errors=True)  # gigabytes of puts per invocation
 
 
 if __name__ == "__main__":  # the client processes are spawned: they import this module
