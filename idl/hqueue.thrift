@@ -280,7 +280,9 @@ service HQueueService {
   list<TMessageID> putMessagesReturningIds(1: Text queueName, 2: i16 partitionID, 3: list<TMessage> tMessages)
       throws (1: IOError io, 2: IllegalArgument ia)
 
-  /** Messages put with this key, newest first, from every partition, within the queue's TTL. */
+  /** Messages put with this key, newest first (by MessageID; two partitions can hand out
+   * the same MessageID, and then the lower partition comes first), from every partition,
+   * within the queue's TTL. */
   list<TMessage> findMessagesByKey(1: Text queueName, 2: binary key, 3: i32 limit)
       throws (1: IOError io, 2: IllegalArgument ia)
 

@@ -212,7 +212,10 @@ class MemoryStore(PartitionStore):
     def find_by_key(self, queue: QueueMeta, key: bytes, limit: int) -> list[tuple[int, MessageId]]:
         cutoff = _ttl_ms(queue)
         found = self._keys.get(queue.generation, {}).get(bytes(key), [])
-        alive = sorted((f for f in found if f[0].timestamp >= cutoff), reverse=True)
+        alive = [f for f in found if f[0].timestamp >= cutoff]
+        # newest first; one MessageID in two partitions: the lower partition first, as the
+        # embedded and HBase stores' key index orders them
+        alive.sort(key=lambda f: (-f[0].timestamp, -f[0].sequence, f[1]))
         return [(partition, mid) for mid, partition in alive[:limit]]
 
     def has_extras(self, queue: QueueMeta) -> bool:

@@ -482,6 +482,10 @@ def test_extras_and_the_key_index(backend: PartitionStore) -> None:
     assert backend.find_by_key(meta, b"k2", 10) == [(1, MessageId(T0 + 3, 0))]
     assert backend.find_by_key(meta, b"missing", 10) == []
     assert backend.find_by_key(other, b"k", 10) == [(0, MessageId(T0 + 50, 0))]
+    # partitions count ids apart: one MessageID in two partitions, the lower partition first
+    tie = MessageId(T0 + 7, 0)
+    backend.put_extras(meta, [(2, tie, b"tie", b""), (1, tie, b"tie", b"")])
+    assert backend.find_by_key(meta, b"tie", 10) == [(1, tie), (2, tie)]
 
 
 def test_extras_expire_with_the_messages(backend: PartitionStore) -> None:

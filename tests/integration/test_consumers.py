@@ -188,12 +188,17 @@ def test_keys_properties_and_ids_on_puts(
     client.putMessages(q, [T.TMessage(topic=b"t", value=b"plain")])
     client.putMessages(q, [T.TMessage(topic=b"t", value=b"other", key=b"k2")])
     found = client.findMessagesByKey(q, b"k1", 10)
-    assert [m.value for m in found] == [b"v2", b"v1", b"v0"]  # newest first
-    assert [m.properties["n"] for m in found] == [b"2", b"1", b"0"]
-    assert {(m.id.timestamp, m.id.sequenceID) for m in found} == {
-        (i.timestamp, i.sequenceID) for i in ids
-    }
-    assert [m.value for m in client.findMessagesByKey(q, b"k1", 2)] == [b"v2", b"v1"]
+    # newest first by MessageID; partitions count their ids apart, so two puts in the same
+    # millisecond can share one, and then the lower partition comes first
+    newest_first = sorted(range(3), key=lambda p: (-ids[p].timestamp, -ids[p].sequenceID, p))
+    assert [m.value for m in found] == [f"v{p}".encode() for p in newest_first]
+    assert [m.properties["n"] for m in found] == [str(p).encode() for p in newest_first]
+    assert [m.partitionID for m in found] == newest_first
+    assert [(m.id.timestamp, m.id.sequenceID) for m in found] == [
+        (ids[p].timestamp, ids[p].sequenceID) for p in newest_first
+    ]
+    two = client.findMessagesByKey(q, b"k1", 2)
+    assert [m.value for m in two] == [f"v{p}".encode() for p in newest_first[:2]]
     assert client.findMessagesByKey(q, b"nothing", 5) == []
     # a scan shows keys and properties; messages without stay without
     everything = [m for p in range(3) for m in scan_all(client, queue_name, p)]

@@ -203,7 +203,9 @@ class HQueueServiceIf {
   virtual void putMessagesReturningIds(std::vector<TMessageID> & _return, const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages) = 0;
 
   /**
-   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * Messages put with this key, newest first (by MessageID; two partitions can hand out
+   * the same MessageID, and then the lower partition comes first), from every partition,
+   * within the queue's TTL.
    * 
    * @param queueName
    * @param key
@@ -5239,7 +5241,9 @@ class HQueueServiceClient : virtual public HQueueServiceIf {
   void send_putMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
   void recv_putMessagesReturningIds(std::vector<TMessageID> & _return);
   /**
-   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * Messages put with this key, newest first (by MessageID; two partitions can hand out
+   * the same MessageID, and then the lower partition comes first), from every partition,
+   * within the queue's TTL.
    * 
    * @param queueName
    * @param key
@@ -5837,7 +5841,9 @@ class HQueueServiceMultiface : virtual public HQueueServiceIf {
   }
 
   /**
-   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * Messages put with this key, newest first (by MessageID; two partitions can hand out
+   * the same MessageID, and then the lower partition comes first), from every partition,
+   * within the queue's TTL.
    * 
    * @param queueName
    * @param key
@@ -6226,7 +6232,9 @@ class HQueueServiceConcurrentClient : virtual public HQueueServiceIf {
   int32_t send_putMessagesReturningIds(const Text& queueName, const int16_t partitionID, const std::vector<TMessage> & tMessages);
   void recv_putMessagesReturningIds(std::vector<TMessageID> & _return, const int32_t seqid);
   /**
-   * Messages put with this key, newest first, from every partition, within the queue's TTL.
+   * Messages put with this key, newest first (by MessageID; two partitions can hand out
+   * the same MessageID, and then the lower partition comes first), from every partition,
+   * within the queue's TTL.
    * 
    * @param queueName
    * @param key

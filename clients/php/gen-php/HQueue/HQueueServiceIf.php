@@ -275,7 +275,9 @@ interface HQueueServiceIf
      */
     public function putMessagesReturningIds($queueName, $partitionID, array $tMessages);
     /**
-     * Messages put with this key, newest first, from every partition, within the queue's TTL.
+     * Messages put with this key, newest first (by MessageID; two partitions can hand out
+     * the same MessageID, and then the lower partition comes first), from every partition,
+     * within the queue's TTL.
      * 
      * @param string $queueName
      * @param string $key

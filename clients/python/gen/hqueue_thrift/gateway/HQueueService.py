@@ -313,7 +313,9 @@ class Iface(object):
 
     def findMessagesByKey(self, queueName, key, limit):
         """
-        Messages put with this key, newest first, from every partition, within the queue's TTL.
+        Messages put with this key, newest first (by MessageID; two partitions can hand out
+        the same MessageID, and then the lower partition comes first), from every partition,
+        within the queue's TTL.
 
         Parameters:
          - queueName
@@ -1500,7 +1502,9 @@ class Client(Iface):
 
     def findMessagesByKey(self, queueName, key, limit):
         """
-        Messages put with this key, newest first, from every partition, within the queue's TTL.
+        Messages put with this key, newest first (by MessageID; two partitions can hand out
+        the same MessageID, and then the lower partition comes first), from every partition,
+        within the queue's TTL.
 
         Parameters:
          - queueName

@@ -198,7 +198,9 @@ public class HQueueService {
     public java.util.List<TMessageID> putMessagesReturningIds(java.nio.ByteBuffer queueName, short partitionID, java.util.List<TMessage> tMessages) throws IOError, IllegalArgument, org.apache.thrift.TException;
 
     /**
-     * Messages put with this key, newest first, from every partition, within the queue's TTL.
+     * Messages put with this key, newest first (by MessageID; two partitions can hand out
+     * the same MessageID, and then the lower partition comes first), from every partition,
+     * within the queue's TTL.
      * 
      * @param queueName
      * @param key
