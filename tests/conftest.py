@@ -274,3 +274,15 @@ def T() -> Any:
 
 def pytest_configure(config: Any) -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """The pure-Python pass (HQUEUE_PUREPYTHON=1) deselects the tests of the C extensions
+    themselves (marked ``c_only``): they are not run there rather than skipped, and the C pass
+    runs them (scripts/test-all runs both)."""
+    if os.environ.get("HQUEUE_PUREPYTHON", "") in ("", "0"):
+        return
+    c_only = [item for item in items if item.get_closest_marker("c_only") is not None]
+    if c_only:
+        config.hook.pytest_deselected(items=c_only)
+        items[:] = [item for item in items if item.get_closest_marker("c_only") is None]

@@ -2,11 +2,14 @@
 
 The other unit tests check whichever implementation gateway/fast.py chose against thriftpy2
 (scripts/test-all runs them in both modes); these compare the two directly, on valid and on
-mangled bytes, where thriftpy2 has no opinion. Without compiled extensions they are skipped.
+mangled bytes, where thriftpy2 has no opinion. Those that load the C are marked ``c_only``: the
+pure-Python pass deselects them (tests/conftest.py); without the compiled extensions in the C
+pass they fail, naming the build command.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 import subprocess
@@ -36,12 +39,20 @@ C_MODULES = (
 )
 
 
+# the pure-Python pass must not load the C (the gateway would not either): it deselects these;
+# the C pass of scripts/test-all runs the comparisons
+c_only = pytest.mark.c_only
+
+
 def _c(module: str) -> Any:
-    if os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0"):
-        # the pure-Python pass must not load the C (the gateway would not either); the C pass
-        # of scripts/test-all runs these comparisons
-        pytest.skip("HQUEUE_PUREPYTHON is set")
-    return pytest.importorskip(module)
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        pytest.fail(
+            f"{module} is not built ({exc}): run `python setup.py build_ext --inplace` "
+            "(scripts/test-all's pip install -e builds it)",
+            pytrace=False,
+        )
 
 
 def outcome(fn: Any, *args: Any) -> Any:
@@ -118,6 +129,7 @@ def put_request(compact: bool, method: str, batch: list[Any]) -> bytes:
     return encode(compact, method, **args)
 
 
+@c_only
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.booleans(),
@@ -148,6 +160,7 @@ def test_scan_twin(
             return
 
 
+@c_only
 @settings(max_examples=300)
 @given(st.booleans(), st.binary(max_size=200), st.integers(0, 50))
 def test_scan_twin_on_noise(compact: bool, data: bytes, limit: int) -> None:
@@ -156,6 +169,7 @@ def test_scan_twin_on_noise(compact: bool, data: bytes, limit: int) -> None:
     assert scanned(py.scan, data, compact, lim) == scanned(c.scan, data, compact, lim)
 
 
+@c_only
 @settings(max_examples=300)
 @given(st.sampled_from(sorted(PUT_METHODS)), messages, edits, cuts, st.integers(0, 300))
 def test_extract_put_twin(method: str, batch: list, ed: list, cut: Any, max_value: int) -> None:
@@ -186,6 +200,7 @@ rows = st.lists(
 )
 
 
+@c_only
 @given(rows, st.integers(-40000, 40000), st.booleans(), st.integers(-(2**31), 2**31 - 1))
 def test_encode_messages_reply_twin(rs: list, partition: int, per_row: bool, seqid: int) -> None:
     c = _c("gateway._wirecheck")
@@ -195,6 +210,7 @@ def test_encode_messages_reply_twin(rs: list, partition: int, per_row: bool, seq
     )
 
 
+@c_only
 @given(
     st.lists(
         st.tuples(st.binary(max_size=14), st.binary(max_size=20), st.binary(max_size=40)),
@@ -223,6 +239,7 @@ def test_hbase_codec_twin(cells: list, prefix: bytes, ed: list, cut: Any) -> Non
     assert outcome(py.decode_rows_reply, reply, n) == outcome(c.decode_rows_reply, reply, n)
 
 
+@c_only
 @given(
     st.lists(
         st.lists(
@@ -254,6 +271,7 @@ def test_merge_rows_twin(
     assert {id(r) for r in rows} == used  # only rows from each start on, and those taken
 
 
+@c_only
 def test_merge_rows_refuses_a_start_outside_its_buffer() -> None:
     for impl in (py, _c("gateway._merge")):
         with pytest.raises(ValueError, match="start is outside"):
@@ -293,6 +311,7 @@ FIVE_FLAGS = st.lists(st.booleans(), min_size=5, max_size=5)
 FIVE_STARTS = st.lists(st.integers(0, 7), min_size=5, max_size=5)
 
 
+@c_only
 @given(ROW_LISTS, FIVE_FLAGS, st.integers(0, 40), st.integers(0, 60), st.booleans(), FIVE_STARTS)
 def test_merge_encoded_twin_and_merge_rows_agree(
     bufs: list, more: list, n: int, max_bytes: int, reverse: bool, starts: list
@@ -327,6 +346,7 @@ def test_merge_encoded_twin_and_merge_rows_agree(
         assert last == (4 + sum(map(len, e[: s + t - 1])) if t else -1)
 
 
+@c_only
 @given(st.binary(max_size=60), st.integers(0, 3), st.integers(0, 70))
 def test_merge_encoded_refuses_what_is_not_its_count_of_tmessages(
     junk: bytes, count: int, cut: int
@@ -348,6 +368,7 @@ def test_merge_encoded_refuses_what_is_not_its_count_of_tmessages(
             assert answers[0] == (("ValueError", answers[0][0][1]), b"")
 
 
+@c_only
 def test_merge_encoded_refuses_bad_arguments() -> None:
     for impl in (py, _c("gateway._merge")):
         page = bytearray(tmessage(1, 0, 0, b"t", b"v"))
@@ -359,6 +380,7 @@ def test_merge_encoded_refuses_bad_arguments() -> None:
             impl.merge_encoded([page], [0], [1], [False], page, 5, 99, False)
 
 
+@c_only
 @given(st.integers(0, 32767), st.integers(0, 2**62), st.integers(0, 32767), st.integers(0, 70000))
 def test_consecutive_keys_twin(partition: int, ts: int, seq: int, count: int) -> None:
     c = _c("gateway._wal")
@@ -367,6 +389,7 @@ def test_consecutive_keys_twin(partition: int, ts: int, seq: int, count: int) ->
     )
 
 
+@c_only
 @given(
     st.lists(
         st.tuples(st.binary(max_size=14), st.binary(max_size=20), st.binary(max_size=40)),
@@ -417,6 +440,7 @@ def stored_entries(draw: Any) -> tuple[int, list[tuple[bytes, bytes]]]:
 bounds = st.tuples(st.integers(0, 6), st.integers(0, MAX_SEQUENCE), st.booleans())
 
 
+@c_only
 @settings(max_examples=300, deadline=None)
 @given(
     stored_entries(),
@@ -496,6 +520,7 @@ def _importable(module: str) -> bool:
         return False
 
 
+@c_only
 def test_the_facade_binds_the_c_functions_themselves() -> None:
     """No hop per call: in the C mode gateway.fast's names are the extension's functions."""
     from gateway import fast
