@@ -62,20 +62,45 @@ MEMTABLES_BYTES = 256 << 20
 # RocksDB's data block size. Queues are read in long runs of consecutive rows, so big blocks
 # (fewer block loads and checks per message) read a stored backlog about 12 % faster than 4 KiB.
 BLOCK_BYTES = 64 << 10
+# A queue's compression (its ``hbase.hqueue.compression``, as on HBase; NONE unless given), one
+# codec on every level of its families. A family only grows at its end, so RocksDB moves its
+# files down the levels without rewriting them, but only between levels of one codec: with
+# none on L0/L1 and LZ4 below, every byte was read, compressed and written again on its way to
+# L2, a fifth of the gateway's CPU on puts (perf: CompactionJob) and a third of their rate.
+# GZ and LZO are not in the RocksDB this store links: refused on create.
+CODECS = {
+    "NONE": ("none", "kNoCompression"),
+    "LZ4": ("lz4", "kLZ4Compression"),
+    "SNAPPY": ("snappy", "kSnappyCompression"),
+    "ZSTD": ("zstd", "kZSTD"),
+    "BZIP2": ("bz2", "kBZip2Compression"),
+}
 
 
-def _options(direct_io: bool = False) -> Options:
-    """RocksDB's options for the database (``direct_io`` applies there) and its families."""
+def compression_of(meta: QueueMeta) -> str:
+    """The queue's codec (a key of CODECS, or one this store cannot use)."""
+    return meta.config.get("hbase.hqueue.compression", "NONE").upper()
+
+
+def check_compression(meta: QueueMeta) -> None:
+    codec = compression_of(meta)
+    if codec not in CODECS:
+        raise InvalidArgument(
+            "config['hbase.hqueue.compression']",
+            f"the embedded store cannot compress with {codec}; use one of {', '.join(CODECS)}",
+        )
+
+
+def _options(direct_io: bool = False, compression: str = "NONE") -> Options:
+    """RocksDB's options for the database (``direct_io`` applies there) and its families (of
+    a queue compressed with ``compression``, a key of CODECS)."""
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     opts.increase_parallelism(2)
     opts.set_max_background_jobs(2)
     opts.set_db_write_buffer_size(MEMTABLES_BYTES)
-    # Recent data (L0, L1) is rewritten soonest: not compressed, so flushes and the first
-    # compactions cost less CPU (put throughput +5-8 % here); LZ4 for what stays.
-    none, lz4 = DBCompressionType.none(), DBCompressionType.lz4()
-    opts.set_compression_per_level([none, none, lz4, lz4, lz4, lz4, lz4])
+    opts.set_compression_type(getattr(DBCompressionType, CODECS[compression][0])())
     table = BlockBasedOptions()
     table.set_block_size(BLOCK_BYTES)
     opts.set_block_based_table_factory(table)
@@ -133,14 +158,18 @@ class _Layout(NamedTuple):
     families: int
     span: int
     legacy: bool
+    compression: str = "NONE"  # a key of CODECS (compression_of, when this store can use it)
 
     @classmethod
     def of(cls, meta: QueueMeta, families: int | None) -> _Layout:
         base = f"{meta.name}@{meta.generation}"
+        codec = compression_of(meta)
+        if codec not in CODECS:  # stored before the store checked it: uncompressed, as it was
+            codec = "NONE"
         if families is None:
-            return cls(base, meta.generation, 1, max(1, meta.partitions), True)
+            return cls(base, meta.generation, 1, max(1, meta.partitions), True, codec)
         span = -(-meta.partitions // families)
-        return cls(base, meta.generation, families, span, False)
+        return cls(base, meta.generation, families, span, False, codec)
 
     def names(self) -> list[str]:
         if self.legacy:
@@ -193,10 +222,17 @@ class _Families(_State):
         db = self._db_required()
         pool = gevent.get_hub().threadpool
         opened = []
+        codec = layout.compression
         for name in layout.names():
             if create:
-                self._db_call(pool.apply, db.create_column_family, (name, _options()))
+                options = _options(compression=codec)
+                self._db_call(pool.apply, db.create_column_family, (name, options))
             cf = self._db_call(db.get_column_family, name)
+            if not create and codec != "NONE":
+                # opened with the store's defaults (wedge.py): the queue's codec again, for
+                # the files flushed from now on (this too rewrites the OPTIONS file)
+                setting = {"compression": CODECS[codec][1]}
+                self._db_call(pool.apply, cf.set_options, (setting,))
             opened.append((cf, self._db_call(db.get_column_family_handle, name)))
         return opened
 

@@ -39,7 +39,7 @@ from ..base import PartitionReader, PartitionStore, PutBatch, QueueMeta, already
 from ..wal import LogError
 from .commit import _Commit
 from .extras import _Extras
-from .layout import _META_PREFIX, _Families, _Layout, _record_key, families_for
+from .layout import _META_PREFIX, _Families, _Layout, _record_key, check_compression, families_for
 from .messagelog import _BLOCK, LOG_SEGMENTS_KEPT, _Closed, _MessageLog
 from .reader import MAX_EXAMINED_PER_SCAN as MAX_EXAMINED_PER_SCAN
 from .reader import _Reader
@@ -121,6 +121,7 @@ class EmbeddedStore(
             with self._admin:  # admin changes yield on sync; one at a time
                 if meta.name in self._queues:
                     raise InvalidArgument("queueName", f"queue '{meta.name}' already exists")
+                check_compression(meta)
                 meta = meta.with_changes(generation=self._next_generation())
                 layout = _Layout.of(meta, families_for(meta, self._families_in_use()))
                 try:
