@@ -68,11 +68,12 @@ def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
     """gateway.main.tune_malloc (called before the store opens): RocksDB's 1 MiB memtable
     blocks, and anything up to MMAP_THRESHOLD, come from malloc's heaps (reused once freed)
     rather than from an mmap each; larger blocks are still mapped. mallinfo2's ``hblks``
-    counts the mapped blocks."""
+    counts the mapped blocks. Freed memory at the top of the heap stays up to TRIM_THRESHOLD
+    (``keepcost``: what a trim would hand back), and more than that is handed back."""
     probe = textwrap.dedent(
         """
         import ctypes
-        from gateway.main import MMAP_THRESHOLD, tune_malloc
+        from gateway.main import MMAP_THRESHOLD, TRIM_THRESHOLD, tune_malloc
 
         class Info(ctypes.Structure):
             _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -82,6 +83,7 @@ def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
         libc = ctypes.CDLL(None)
         libc.mallinfo2.restype = Info
         libc.malloc.restype = ctypes.c_void_p
+        libc.malloc.argtypes = (ctypes.c_size_t,)
         libc.free.argtypes = (ctypes.c_void_p,)
 
         def mapped(size):
@@ -91,12 +93,19 @@ def test_glibc_serves_blocks_up_to_the_mmap_threshold_from_its_heap() -> None:
             libc.free(block)
             return now > before
 
+        def kept(size):  # a block at the top of the heap, touched, freed: still there?
+            block = libc.malloc(size)
+            ctypes.memset(block, 1, size)
+            libc.free(block)
+            return libc.mallinfo2().keepcost >= size
+
         print(tune_malloc())
         print(mapped(1 << 20), mapped(MMAP_THRESHOLD // 2), mapped(2 * MMAP_THRESHOLD))
+        print(kept(TRIM_THRESHOLD // 2), kept(3 * TRIM_THRESHOLD))
         """
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["True", "False", "False", "True"]
+    assert out.stdout.split() == ["True", "False", "False", "True", "True", "False"]
