@@ -282,7 +282,10 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     runs them (scripts/test-all runs both)."""
     if os.environ.get("HQUEUE_PUREPYTHON", "") in ("", "0"):
         return
-    c_only = [item for item in items if item.get_closest_marker("c_only") is not None]
+    kept: list[Any] = []
+    c_only: list[Any] = []
+    for item in items:
+        (kept if item.get_closest_marker("c_only") is None else c_only).append(item)
     if c_only:
         config.hook.pytest_deselected(items=c_only)
-        items[:] = [item for item in items if item.get_closest_marker("c_only") is None]
+        items[:] = kept
