@@ -21,7 +21,7 @@ from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
 from .errors import InvalidArgument, StoreError, Unwritten
 from .fast import total_bytes
-from .ids import PartitionIdAllocator
+from .ids import PartitionIdAllocator, QueueSequence
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
 from .scanners import EncodedRows, MessageRows, Scanner, ScannerRegistry, ScanSpec
@@ -63,6 +63,7 @@ class GatewayService:
         self.advertise = advertise
         self.limits = limits or ServiceLimits()
         self._allocators: dict[tuple[str, int], PartitionIdAllocator] = {}
+        self._sequences: dict[str, QueueSequence] = {}  # shared by a queue's allocators
         self._t = thrift
         # Set by the gateway when subscriptions run: the subscription methods, and the hook
         # that wakes push workers once a put to (queue, partitions) is acknowledged.
@@ -458,7 +459,10 @@ class GatewayService:
             # the same ids.
             alloc = self._allocators.get(slot)
             if alloc is None:
-                alloc = self._allocators[slot] = PartitionIdAllocator(last)
+                shared = self._sequences.get(meta.name)
+                if shared is None:
+                    shared = self._sequences[meta.name] = QueueSequence()
+                alloc = self._allocators[slot] = PartitionIdAllocator(last, shared=shared)
         return alloc
 
     # -- scans ----------------------------------------------------------------------------
@@ -749,6 +753,7 @@ class GatewayService:
     def _forget(self, name: str) -> None:
         for slot in [s for s in self._allocators if s[0] == name]:
             del self._allocators[slot]
+        self._sequences.pop(name, None)
 
 
 def _required_pid(raw: Any) -> Any:

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.ids import PartitionIdAllocator
+from gateway.ids import PartitionIdAllocator, QueueSequence
 from gateway.rowkey import MAX_SEQUENCE, MessageId
 from gateway.rowkey import consecutive_ids as expand
 
@@ -73,3 +73,56 @@ def test_restart_continues_after_the_last_stored_id() -> None:
 def test_a_fresh_partition_starts_at_the_clock() -> None:
     alloc = PartitionIdAllocator(None, FakeClock(123))
     assert ids_of(alloc, 1) == [(123, 0)]
+
+
+def test_a_queues_partitions_take_the_millisecond_s_sequences_one_after_the_other() -> None:
+    clock, shared = FakeClock(1000), QueueSequence()
+    p0 = PartitionIdAllocator(None, clock, shared)
+    p1 = PartitionIdAllocator(None, clock, shared)
+    alone = PartitionIdAllocator(None, clock)  # another queue's partition counts alone
+    assert ids_of(p0, 3) == [(1000, 0), (1000, 1), (1000, 2)]
+    assert ids_of(p1, 2) == [(1000, 3), (1000, 4)]  # a merged scan copies each put as a run
+    assert ids_of(p0, 1) == [(1000, 5)]
+    assert ids_of(alone, 1) == [(1000, 0)]
+    clock.now = 1001
+    assert ids_of(p1, 1) == [(1001, 0)]
+    assert ids_of(p0, 1) == [(1001, 1)]
+
+
+def test_a_partition_seeded_ahead_keeps_its_own_ids_increasing() -> None:
+    clock, shared = FakeClock(1000), QueueSequence()
+    p0 = PartitionIdAllocator(None, clock, shared)
+    p1 = PartitionIdAllocator(MessageId(1000, 500), clock, shared)  # moved here, or restarted
+    assert ids_of(p0, 2) == [(1000, 0), (1000, 1)]
+    assert ids_of(p1, 1) == [(1000, 501)]
+    assert ids_of(p0, 1) == [(1000, 502)]
+    full = PartitionIdAllocator(MessageId(1000, MAX_SEQUENCE), clock, shared)
+    assert ids_of(full, 1) == [(1001, 0)]  # borrows the next millisecond
+    assert ids_of(p0, 1) == [(1000, 503)]  # the others still count in this one
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(1, 40_000)),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_shared_ids_increase_per_partition_and_repeat_only_where_the_clock_did_not_go_on(
+    steps: list[tuple[int, int, int]],
+) -> None:
+    clock, shared = FakeClock(1_700_000_000_000), QueueSequence()
+    allocs = [PartitionIdAllocator(None, clock, shared) for _ in range(4)]
+    previous = [(-1, 0)] * 4
+    seen: set[tuple[int, int]] = set()
+    spaced = True  # until the clock steps back or a put borrows a millisecond from the future
+    for part, clock_step, batch in steps:
+        clock.now += clock_step
+        spaced = spaced and clock_step >= 0
+        ids = ids_of(allocs[part], batch)
+        assert ids[0] > previous[part] and ids == sorted(ids)
+        previous[part] = ids[-1]
+        if spaced:
+            assert not seen.intersection(ids)
+        spaced = spaced and ids[-1][0] == clock.now
+        seen.update(ids)
