@@ -187,16 +187,29 @@ typedef struct {
     uint8_t last[HQ_KEY_LENGTH]; /* the key of the last message taken */
 } Scan;
 
-/* Room for n more bytes in an encoded read's bytearray, doubling it (trimmed at the end). */
+/* Room for n more bytes (one message's) in an encoded read's bytearray. It grows once for
+ * the rest of the read at this message's size (as many messages as the limit and max_bytes
+ * still let in, at most RESERVE_AHEAD bytes), later by at least a quarter; what is left over
+ * is trimmed at the end. Doubling from 64 KiB copied a page of 1000 messages of 100 bytes
+ * 1.4 times over as it grew (perf: 2-3 % of the gateway's CPU on an 8-partition read). */
+#define RESERVE_AHEAD ((Py_ssize_t)8 << 20)
+
 static int sink_reserve(Scan *s, Py_ssize_t n)
 {
     Py_ssize_t have = PyByteArray_GET_SIZE(s->rows);
     if (s->used + n <= have)
         return 0;
-    Py_ssize_t cap = have < 65536 ? 65536 : have;
-    while (cap < s->used + n)
-        cap *= 2;
-    return PyByteArray_Resize(s->rows, cap);
+    Py_ssize_t left = s->limit - s->taken; /* this message included */
+    Py_ssize_t share = n - TMESSAGE_OVERHEAD + 1; /* what it counts against max_bytes */
+    Py_ssize_t by_bytes = (s->max_bytes - s->size) / share + 1;
+    if (by_bytes < left)
+        left = by_bytes;
+    Py_ssize_t ahead = left > RESERVE_AHEAD / n ? RESERVE_AHEAD : left * n;
+    if (ahead < have / 4)
+        ahead = have / 4;
+    if (ahead < n)
+        ahead = n;
+    return PyByteArray_Resize(s->rows, s->used + ahead);
 }
 
 static int cmp_key(const uint8_t *k, const char *b, Py_ssize_t bl)
