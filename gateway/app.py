@@ -257,6 +257,7 @@ class Gateway:
         self.http.clear()
         if self.monitor is not None:
             self.monitor.stop()
+
     def _guard_namespace(self, advertise: str) -> None:
         """Over HBase: a lone gateway leases its namespace; a cluster marks it (never two
         writers that do not know of each other)."""

@@ -151,14 +151,17 @@ class GatewayProcessor(TProcessor):
                     reply = _encoded_reply(api.encode(), seqid, rows.rows)
                 else:
                     assert rows.partitions is not None  # only encoded rows leave them out
-                    reply = encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows)
+                    reply = (
+                        encode_messages_reply(api.encode(), seqid, rows.partitions, rows.rows),
+                    )
                 # the reply is the only copy from here: a client slow to read it holds just it
                 result.success = rows = None
                 direct = direct_writer()
                 if direct is not None:
-                    direct(reply)
+                    direct(*reply)
                 else:
-                    oprot.trans.write(reply)
+                    for part in reply:
+                        oprot.trans.write(part)
                     oprot.trans.flush()
                 return
             result.success = rows.to_messages(self._thrift)
@@ -177,13 +180,23 @@ _REPLY_HEAD = struct.Struct(">ii")  # version and type, name length
 _LIST_HEAD = struct.Struct(">iBhBi")  # seqid, success field (list, 0), element type, size
 
 
-def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> bytes:
+def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> tuple[bytes | memoryview, ...]:
     """The binary REPLY of a ``list<TMessage>`` method around messages already encoded (what
-    ``encode_messages_reply`` writes for the same rows)."""
-    return b"".join((
+    ``encode_messages_reply`` writes for the same rows), as the parts to send one after the
+    other: the head is written into the room before the messages when there is some
+    (``REPLY_ROOM``), so no message is copied; the reply's last byte goes alone (appending it
+    could move the whole buffer)."""
+    head = b"".join((
         _REPLY_HEAD.pack(-2147418110, len(name)),  # 0x80010002: version 1, REPLY
         name,
         _LIST_HEAD.pack(seqid, 15, 0, 12, rows.count),
-        rows.data,
-        b"\x00",  # end of the result struct
     ))  # fmt: skip
+    data, start = rows.data, rows.start
+    at = start - len(head)
+    if at < 0:
+        return (head, memoryview(data)[start:], _END)
+    data[at:start] = head
+    return (memoryview(data)[at:], _END)
+
+
+_END = b"\x00"  # of the result struct

@@ -234,7 +234,7 @@ class PartitionCursor:
         would give them; None when rows are buffered or the store reads rows only."""
         if self.peek_ready():
             return None
-        out = bytearray()
+        out = bytearray(REPLY_ROOM)
         got = _PageRead()
         try:
             if not self._read_pages(store, meta, out, want, max_bytes, got):
@@ -243,13 +243,13 @@ class PartitionCursor:
             # Refused midway (--max-scanner-bytes) or interrupted: the reader has moved past
             # what was read, so it stays buffered as rows for the next call, as fill() keeps it.
             if got.count:
-                self._buffer.extend(EncodedRows(out, got.count, got.bodies).rows())
+                self._buffer.extend(EncodedRows(out, got.count, got.bodies, REPLY_ROOM).rows())
             self._set_bytes(got.size if got.count else 0)
             raise
         self._set_bytes(0)
         if got.last is not None:
             self._last = (got.last[0], got.last[1], b"", b"")  # where a rewind goes on from
-        return EncodedRows(out, got.count, got.bodies)
+        return EncodedRows(out, got.count, got.bodies, REPLY_ROOM)
 
     def _read_pages(
         self,
@@ -371,17 +371,25 @@ class PartitionCursor:
         return self._buffer[self._head]
 
 
+# Bytes left free before the messages of a reply's EncodedRows: the reply's head is written
+# there (gateway/boundary.py), so sending it copies no message (a b"".join of head and
+# messages copied every reply once more).
+REPLY_ROOM = 64
+
+
 class EncodedRows:
     """Messages a store reader appended as TMessages of the binary protocol (the elements of
-    a scan's reply) to one bytearray: a reply from them needs no Python object per message.
+    a scan's reply) to one bytearray, from ``start`` on (the bytes before are free for the
+    reply's head: ``REPLY_ROOM``): a reply from them needs no Python object per message.
     Iterating decodes them into rows (the compact protocol, keys to attach)."""
 
-    __slots__ = ("bodies", "count", "data")
+    __slots__ = ("bodies", "count", "data", "start")
 
-    def __init__(self, data: bytearray, count: int, bodies: int) -> None:
+    def __init__(self, data: bytearray, count: int, bodies: int, start: int = 0) -> None:
         self.data = data
         self.count = count
         self.bodies = bodies  # bytes of the bodies (the read_bytes metric)
+        self.start = start
 
     def __len__(self) -> int:
         return self.count
@@ -396,7 +404,7 @@ class EncodedRows:
         """The messages as (timestamp, sequence, topic, value) rows."""
         data = self.data
         rows: list[Row] = []
-        at = 0
+        at = self.start
         for _ in range(self.count):
             # gateway/_thriftbuf.h put_tmessage: field headers of 3 bytes, then the values
             ts, seq = _TS_SEQ.unpack_from(data, at + 6)
@@ -412,7 +420,7 @@ class EncodedRows:
         """Each message's partition, as its TMessage says (a merged scan's pages)."""
         data = self.data
         parts: list[int] = []
-        at = 0
+        at = self.start
         for _ in range(self.count):
             (part,) = _PART.unpack_from(data, at + 23)
             (tl,) = _LEN.unpack_from(data, at + 28)
@@ -613,7 +621,7 @@ class Scanner:
         """The merge of encoded buffers (gateway/_merge.c, merge_encoded): the reply's
         TMessages are copied from the store readers' pages run by run, with no row, tuple or
         bytes object per message (a merged read of 8 partitions cost 2.5x one partition's)."""
-        out = bytearray()
+        out = bytearray(REPLY_ROOM)
         count = size = bodies = 0
         reverse = self.spec.reverse
         while count < n and size < max_bytes:
@@ -634,7 +642,7 @@ class Scanner:
                 break  # n messages, or max_bytes, or every partition read to its end
             if any(c.has_rows() for c in live):
                 break  # the store read rows after all: the row merge goes on next call
-        return MessageRows(None, EncodedRows(out, count, bodies))
+        return MessageRows(None, EncodedRows(out, count, bodies, REPLY_ROOM))
 
     def _refill(
         self, live: list[PartitionCursor], meta: QueueMeta, per_cursor: int,

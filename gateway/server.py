@@ -148,15 +148,20 @@ class ThriftServer:
         writer = SocketWriter(sock, self.wire.send_timeout, self.replies)
         replies = self.replies
         wait_room = replies.wait_room
+        write = writer.write
         if self.wire.framed:
 
-            def write_framed(data: bytes) -> None:
-                writer.write(_FRAME_HEADER.pack(len(data)))
-                writer.write(data)
+            def direct(*parts: bytes | memoryview) -> None:
+                write(_FRAME_HEADER.pack(sum(map(len, parts))))
+                for part in parts:
+                    write(part)
 
-            direct = write_framed
         else:
-            direct = writer.write
+
+            def direct(*parts: bytes | memoryview) -> None:
+                for part in parts:
+                    write(part)
+
         set_direct_writer(direct)
         oprot = self._proto.get_protocol(self._trans.get_transport(writer))
         new_protocol = self._proto.get_protocol

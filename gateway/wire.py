@@ -45,17 +45,17 @@ FREE_PENDING_BYTES = 64 * 1024
 
 # How the running connection sends a reply that is already whole bytes (scan replies encoded in
 # C): straight to its socket, framed if need be, instead of through thriftpy2's output buffer,
-# which would copy it twice and keep a buffer of its size for the connection's life.
-_direct_writer: ContextVar[Callable[[bytes], None] | None] = ContextVar(
-    "hqueue_direct_writer", default=None
-)
+# which would copy it twice and keep a buffer of its size for the connection's life. The reply
+# comes in parts, sent one after the other (and framed as one).
+DirectWriter = Callable[..., None]
+_direct_writer: ContextVar[DirectWriter | None] = ContextVar("hqueue_direct_writer", default=None)
 
 
-def direct_writer() -> Callable[[bytes], None] | None:
+def direct_writer() -> DirectWriter | None:
     return _direct_writer.get()
 
 
-def set_direct_writer(write: Callable[[bytes], None]) -> None:
+def set_direct_writer(write: DirectWriter) -> None:
     _direct_writer.set(write)
 
 
@@ -345,7 +345,7 @@ class SocketWriter:
         self.largest = 0
         self._replies = replies  # shared by all connections: see ReplyBudget
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         n = len(data)
         self.largest = max(self.largest, n)
         self._sock.settimeout(self.send_timeout)

@@ -13,7 +13,7 @@ from gateway.boundary import _encoded_reply
 from gateway.fast import encode_messages_reply
 from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
-from gateway.scanners import EncodedRows, Scanner, ScanSpec
+from gateway.scanners import REPLY_ROOM, EncodedRows, Scanner, ScanSpec
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.memory import MemoryStore
@@ -56,7 +56,7 @@ def pages(s, meta, spec: ScanSpec, n: int, encoded: bool, max_bytes: int = 1 << 
         # a merged scan's end: no rows (a last partition's: no EncodedRows)
         if encoded and (partitions == 1 or isinstance(got.rows, EncodedRows)):
             assert isinstance(got.rows, EncodedRows)
-            reply = _encoded_reply(b"messageScannerGetList", 7, got.rows)
+            reply = b"".join(_encoded_reply(b"messageScannerGetList", 7, got.rows))
             rows = got.rows.rows()
             parts = got.rows.partition_ids() if got.partitions is None else got.partitions
         else:
@@ -191,3 +191,22 @@ def test_an_encoded_read_refused_midway_keeps_what_it_read(
     assert refused and meter.checks > refused * every
     assert got == expected
     assert meter.used == 0
+
+
+def test_an_encoded_reply_is_written_around_its_messages_or_copied_when_there_is_no_room(
+    store: EmbeddedStore,
+) -> None:
+    meta = fill(store)
+    got = Scanner(store, meta, [0], SPECS[0]).next_rows(50, 1 << 24, True)
+    assert isinstance(got.rows, EncodedRows) and got.rows.start == REPLY_ROOM
+    rows = got.rows.rows()
+    want = encode_messages_reply(b"messageScannerGetList", 9, 0, rows)
+    data = got.rows.data
+    parts = _encoded_reply(b"messageScannerGetList", 9, got.rows)
+    assert len(parts) == 2 and isinstance(parts[0], memoryview) and parts[0].obj is data
+    assert b"".join(parts) == want  # the head went into the room: no message was copied
+    assert got.rows.rows() == rows  # the messages are as they were
+    bare = EncodedRows(bytearray(data[REPLY_ROOM:]), got.rows.count, got.rows.bodies)
+    assert b"".join(_encoded_reply(b"messageScannerGetList", 9, bare)) == want
+    long_name = b"m" * REPLY_ROOM  # a head longer than the room: copied once
+    assert len(b"".join(_encoded_reply(long_name, 9, got.rows))) == len(want) + REPLY_ROOM - 21
