@@ -2,7 +2,7 @@
  * _merge: the k-way merges of the gateway's merged scans (gateway/scanners.py): merge_rows over
  * the cursors' buffered row tuples, merge_encoded over their pages of encoded TMessages (what
  * the embedded store's readers append on the binary protocol). Their pure-Python twins are in
- * gateway/purefast.py (HQUEUE_PUREPYTHON=1, see gateway/fast.py).
+ * gateway/purefast/merge.py (HQUEUE_PUREPYTHON=1, see gateway/fast.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -20,7 +20,7 @@ from thriftpy2.thrift import TApplicationException, TProcessor
 
 from .errors import HQueueError, InvalidArgument, Overloaded, StoreError
 from .fast import encode_messages_reply, extract_put
-from .scanners import EncodedRows, MessageRows
+from .scanrows import EncodedRows, MessageRows
 from .wire import direct_writer
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Every Python module of the gateway reaches a C function through here (``from ..fast import
 merge_rows``), never by importing an extension module. With ``HQUEUE_PUREPYTHON=1`` (any value
-but empty or ``0``) this binds the twins of ``gateway/purefast.py`` instead and the C
+but empty or ``0``) this binds the twins of ``gateway/purefast/`` instead and the C
 extensions are not imported at all: a gateway that runs where nothing could be compiled, and
 the unit tests run in both modes (scripts/test-all). The choice is made once, at import: the
 names below are the C functions themselves (or the twins), so a call costs no extra hop.

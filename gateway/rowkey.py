@@ -5,7 +5,7 @@ Row key = partitionID (int16 big-endian) + timestamp in ms (int64 BE) + sequence
 Partition and sequence ids are non-negative, so unsigned big-endian order is the numeric order
 and lexicographic byte order is (partition, timestamp, sequence) order.
 
-This module is the layout only: it imports no fast path (``gateway/purefast.py`` and the C
+This module is the layout only: it imports no fast path (``gateway/purefast/`` and the C
 build on it, not the other way round).
 """
 

@@ -19,12 +19,14 @@ import gevent
 
 from . import rowkey, validation
 from .cluster.forward import forward_first_id, forward_messages
+from .cursor import ScanSpec
 from .errors import InvalidArgument, StoreError, Unwritten
 from .fast import total_bytes
 from .ids import PartitionIdAllocator, QueueSequence
 from .keys import MAX_KEY_BYTES, Extras, MessageExtras, check_extras
 from .rowkey import MAX_SEQUENCE, MessageId, consecutive_ids, nth_id
-from .scanners import EncodedRows, MessageRows, Scanner, ScannerRegistry, ScanSpec
+from .scanners import Scanner, ScannerRegistry
+from .scanrows import EncodedRows, MessageRows
 from .store.base import PartitionStore, PutBatch, QueueMeta
 from .store.reading import after_for_start
 

@@ -13,7 +13,8 @@ from gateway.boundary import _encoded_reply
 from gateway.fast import encode_messages_reply
 from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
-from gateway.scanners import REPLY_ROOM, EncodedRows, Scanner, ScanSpec
+from gateway.scanners import Scanner, ScanSpec
+from gateway.scanrows import REPLY_ROOM, EncodedRows
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore
 from gateway.store.memory import MemoryStore

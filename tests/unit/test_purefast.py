@@ -1,4 +1,4 @@
-"""The pure-Python twins (gateway/purefast.py) answer exactly as the C fast paths do.
+"""The pure-Python twins (gateway/purefast/) answer exactly as the C fast paths do.
 
 The other unit tests check whichever implementation gateway/fast.py chose against thriftpy2
 (scripts/test-all runs them in both modes); these compare the two directly, on valid and on

@@ -1,0 +1,195 @@
+"""The embedded store's put records and their scan loop (gateway/_records.c)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from .. import rowkey
+from ..rowkey import MAX_PARTITIONS, MAX_SEQUENCE
+from .common import _LE32, Row
+from .wirecheck import tmessage
+
+# ---- the embedded store's put records (gateway/_records.c) --------------------------------
+
+_RECORD_MARK = 0
+_RECORD_VERSION = 1
+_RECORD_HEAD = struct.Struct("<BBI")  # mark, version, count; then count u32 LE offsets
+
+
+def wal_records(
+    partition: int,
+    timestamp: int,
+    sequence: int,
+    topics: Sequence[bytes],
+    values: Sequence[bytes],
+    max_count: int,
+    max_bytes: int,
+) -> tuple[bytes, int]:
+    """gateway/_records.c's wal_records: the put's records (first message's row key; u8 0,
+    u8 version, u32 LE count, the messages' u32 LE offsets, then per message u8 topic length,
+    topic, body) as log cells (u8 key length, key, u32 LE value length, value)."""
+    if not (
+        0 <= partition <= MAX_PARTITIONS - 1
+        and 0 <= sequence <= MAX_SEQUENCE
+        and timestamp >= 0
+        and max_count >= 1
+        and max_bytes >= 1
+    ):
+        raise ValueError("partition, timestamp, sequence or caps out of range")
+    if len(topics) != len(values):
+        raise ValueError("topics and values differ in length")
+    for t, v in zip(topics, values, strict=True):
+        if not isinstance(t, bytes) or not isinstance(v, bytes) or len(t) > 255:
+            raise TypeError("topics must be bytes of at most 255, values bytes")
+    out = []
+    records = 0
+    i, n = 0, len(values)
+    while i < n:
+        j, size = i, 0
+        while j < n:
+            entry = 1 + len(topics[j]) + len(values[j])
+            if j > i and (j - i >= max_count or size + entry > max_bytes):
+                break
+            size += entry
+            j += 1
+        ts, seq = rowkey.nth_id((timestamp, sequence), i)
+        head = _RECORD_HEAD.size + 4 * (j - i)
+        offsets, entries, at = [], [], head
+        for k in range(i, j):
+            offsets.append(_LE32.pack(at))
+            entries.append(bytes((len(topics[k]),)) + topics[k] + values[k])
+            at += len(entries[-1])
+        value = b"".join(
+            [_RECORD_HEAD.pack(_RECORD_MARK, _RECORD_VERSION, j - i), *offsets, *entries]
+        )
+        key = rowkey.KEY_UNSIGNED.pack(partition, ts, seq)
+        out.append(bytes((len(key),)) + key + _LE32.pack(len(value)) + value)
+        records += 1
+        i = j
+    return b"".join(out), records
+
+
+def _malformed() -> ValueError:
+    return ValueError("a stored row key, cell or record is malformed")
+
+
+def _record_head(value: bytes) -> tuple[int, int]:
+    """A record's message count and where its first message starts."""
+    if len(value) < _RECORD_HEAD.size or value[1] != _RECORD_VERSION:
+        raise _malformed()
+    count = _LE32.unpack_from(value, 2)[0]
+    first = _RECORD_HEAD.size + 4 * count
+    if count < 1 or first > len(value):
+        raise _malformed()
+    return count, first
+
+
+def _record_message(
+    key: bytes, value: bytes, count: int, first: int, i: int
+) -> tuple[bytes, bytes, bytes]:
+    """(row key, topic, body) of message ``i`` of a record."""
+    table = _RECORD_HEAD.size
+    at = _LE32.unpack_from(value, table + 4 * i)[0]
+    end = _LE32.unpack_from(value, table + 4 * (i + 1))[0] if i + 1 < count else len(value)
+    if at < first or end > len(value) or at >= end or at + 1 + value[at] > end:
+        raise _malformed()
+    p, ts0, seq0 = rowkey.KEY_UNSIGNED.unpack(key)
+    ts, seq = rowkey.nth_id((ts0, seq0), i)
+    tl = value[at]
+    key = rowkey.KEY_UNSIGNED.pack(p, ts, seq)
+    return key, value[at + 1 : at + 1 + tl], value[at + 1 + tl : end]
+
+
+def scan_records(
+    items: Iterator[tuple[bytes, bytes]],
+    held: tuple[bytes, bytes] | None,
+    lower: bytes,
+    upper: bytes,
+    topics: frozenset[bytes] | set[bytes] | None,
+    limit: int,
+    budget: int,
+    rows: list[Row] | bytearray,
+    max_bytes: int,
+    reverse: bool,
+) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int]:
+    """gateway/_records.c's scan_records: appends the (timestamp, sequence, topic, body) of
+    the messages of ``held`` then ``items`` (per-row values or records) in [lower, upper)
+    whose topic is in ``topics``, in scan order, to ``rows`` (a bytearray: as TMessages, and
+    ``limit`` counts what this call adds); returns (status, key, size, budget, held, taken,
+    last, bodies) as the C does (status 0 end, 1 out of range, 2 limit or max_bytes, 3
+    budget)."""
+    if topics is not None and not isinstance(topics, (set, frozenset)):
+        raise TypeError("topics must be a set, a frozenset or None")
+    encoded = type(rows) is bytearray
+    if not encoded and not isinstance(rows, list):
+        raise TypeError("rows must be a list or a bytearray")
+    at: bytes | None = None
+    size = taken = bodies = 0
+    last: bytes | None = None
+    unpack = rowkey.KEY.unpack
+
+    def entries() -> Iterator[Any]:
+        if held is not None:
+            yield held
+        yield from items
+
+    def done(status: int, keep: tuple[bytes, bytes] | None = None) -> Any:
+        return status, at, size, budget, keep, taken, last, bodies
+
+    for item in entries():
+        if (
+            not isinstance(item, tuple)
+            or len(item) != 2
+            or not isinstance(item[0], bytes)
+            or not isinstance(item[1], bytes)
+        ):
+            raise TypeError("items must yield (bytes, bytes) pairs")
+        key, value = item
+        if len(key) != 12 or not value:
+            raise _malformed()
+        record = value[0] == _RECORD_MARK
+        if not record:
+            if 1 + value[0] > len(value):
+                raise _malformed()
+            count, first = 1, 0
+        elif key >= upper:  # a record starting past the range holds nothing in it
+            at = key
+            if reverse:
+                continue
+            return done(1)
+        else:
+            count, first = _record_head(value)
+        for n in range(count):
+            if record:
+                i = count - 1 - n if reverse else n
+                mkey, topic, body = _record_message(key, value, count, first, i)
+            else:
+                mkey, topic, body = key, value[1 : 1 + value[0]], value[1 + value[0] :]
+            at = mkey
+            if mkey < lower:
+                if reverse:
+                    return done(1)
+                continue
+            if mkey >= upper:
+                if reverse:
+                    continue
+                return done(1)
+            keep = item if record else None
+            if topics is None or topic in topics:
+                partition, ts, seq = unpack(mkey)
+                if isinstance(rows, bytearray):
+                    rows += tmessage(ts, seq, partition, topic, body)
+                else:
+                    rows.append((ts, seq, topic, body))
+                taken += 1
+                bodies += len(body)
+                last = mkey
+                size += 1 + len(topic) + len(body)
+                if (taken if encoded else len(rows)) >= limit or size >= max_bytes:
+                    return done(2, keep)
+            budget -= 1
+            if budget <= 0:
+                return done(3, keep)
+    return done(0)
