@@ -9,7 +9,6 @@ def merge_rows(
     max_bytes: int,
     reverse: bool,
 ) -> tuple[list[tuple[int, int, bytes, bytes]], list[int], list[int], list[int], int]: ...
-
 def merge_encoded(
     buffers: list[bytearray | bytes],
     offsets: list[int],

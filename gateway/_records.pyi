@@ -23,8 +23,6 @@ def scan_records(
     rows: list[tuple[int, int, bytes, bytes]] | bytearray,
     max_bytes: int,
     reverse: bool,
-) -> tuple[
-    int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int
-]: ...
+) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int]: ...
 
 RECORD_VERSION: int  # checked against gateway/store/embedded/records.py by the unit tests

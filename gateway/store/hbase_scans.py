@@ -41,6 +41,7 @@ PREFIX_LEN = len(b"message:")
 # scannerGetList(1: ScannerID id, 2: i32 nbRows), binary protocol, strict header, seqid 0
 _GET_LIST = struct.Struct(">4si14si3si3sib")
 
+
 class _Open:
     __slots__ = (
         "ahead",

@@ -171,9 +171,7 @@ def test_reset_subscriber_rewinds_live_workers(
 
 
 @pytest.mark.hbase_too
-def test_keys_properties_and_ids_on_puts(
-    start_gateway: GatewayFactory, queue_name: str
-) -> None:
+def test_keys_properties_and_ids_on_puts(start_gateway: GatewayFactory, queue_name: str) -> None:
     T = hqueue_thrift()
     gw = start_gateway()
     client = gw.client()

@@ -122,9 +122,10 @@ def test_group_of_a_cpp_and_a_python_member_shares_a_queue(
                gw.address, "--queue", queue_name, "--name", "grp", "--shared"]  # fmt: skip
     py_cmd = [sys.executable, "-m", "subscriber_runtime", "--gateway", gw.address, "--queue",
               queue_name, "--name", "grp", "--shared", "--listener", f"jsonl:{jsonl}"]  # fmt: skip
-    with subscriber_process(cpp_cmd, tmp_path, "cpp") as cpp, subscriber_process(
-        py_cmd, tmp_path, "python"
-    ) as py:
+    with (
+        subscriber_process(cpp_cmd, tmp_path, "cpp") as cpp,
+        subscriber_process(py_cmd, tmp_path, "python") as py,
+    ):
         wait_registered(cpp, "the C++ member")
         wait_until(lambda: "serving at" in stderr_of(py), 30, what="the Python member")
 

@@ -88,9 +88,12 @@ def test_metrics_count_puts_scans_errors_and_push(
     assert value(s, "hqueue_group_commit_puts_count") == syncs
     assert value(s, "hqueue_group_commit_puts_sum") == 11
     assert value(s, "hqueue_group_commit_messages_total") == 1001
-    assert value(
-        s, "hqueue_request_errors_total", method="putMessageWithPid", error="illegal_argument"
-    ) == 1
+    assert (
+        value(
+            s, "hqueue_request_errors_total", method="putMessageWithPid", error="illegal_argument"
+        )
+        == 1
+    )
     assert value(s, "hqueue_store_errors_total", method="putMessageWithPid") == 0
     assert value(s, "process_resident_memory_bytes") > 0
     # a gateway on its own owns every partition
