@@ -461,9 +461,7 @@ class GatewayService:
             # the same ids.
             alloc = self._allocators.get(slot)
             if alloc is None:
-                shared = self._sequences.get(meta.name)
-                if shared is None:
-                    shared = self._sequences[meta.name] = QueueSequence()
+                shared = self._sequences.setdefault(meta.name, QueueSequence())
                 alloc = self._allocators[slot] = PartitionIdAllocator(last, shared=shared)
         return alloc
 

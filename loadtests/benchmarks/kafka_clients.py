@@ -17,7 +17,7 @@ from typing import Any
 
 from loadtests.benchmarks import kafka_local
 from loadtests.benchmarks.clients import TOPIC, TTL_SECONDS, make_values
-from loadtests.benchmarks.servers import HOST, Server
+from loadtests.benchmarks.servers import HOST, Server, cpu_seconds, wait_quiet
 from loadtests.benchmarks.stats import percentile
 from loadtests.benchmarks.workloads import reap, sleep_until
 
@@ -279,41 +279,15 @@ def _worker(job: Job, conn: Any) -> None:
 # -- the parent: processes, CPU, runs --------------------------------------------------------
 
 
-def _server_cpu(server: Server) -> float:
-    import psutil
-
-    t = psutil.Process(server.pid).cpu_times()
-    return t.user + t.system + t.children_user + t.children_system
-
-
-# A server is quiet once it spends less than QUIET_CORES of a core over QUIET_PERIOD seconds.
-QUIET_CORES = 0.05
-QUIET_PERIOD = 0.25
+# At most this long a row waits for its server to be quiet, before it and after it.
 QUIET_MAX_WAIT = 5.0
 
 
-def wait_quiet(server: Server) -> tuple[float, float]:
-    """Waits until ``server`` is quiet (or QUIET_MAX_WAIT passed); returns its CPU seconds
-    where the quiet period began, and the seconds waited.
-
-    A row's server CPU is counted from its window's start until the server is quiet again, and
-    every row starts on a quiet server: work a server defers (hqueue's memtable flushes and
-    compactions, Kafka's log flushes and its JIT) is charged to the row that caused it. Before,
-    the flush of a produce row's messages ran into the read rows after it, which showed up to
-    0.02 us per read message that was not the read's."""
-    began = time.monotonic()
-    last = _server_cpu(server)
-    while True:
-        time.sleep(QUIET_PERIOD)
-        now = _server_cpu(server)
-        waited = time.monotonic() - began
-        if now - last < QUIET_CORES * QUIET_PERIOD or waited >= QUIET_MAX_WAIT:
-            return last, waited
-        last = now
-
-
 def run_jobs(server: Server, jobs: list[Job], warmup: float, duration: float) -> dict[str, Any]:
-    wait_quiet(server)  # nothing of the row before is counted in this one
+    # A row starts on a quiet server and its server CPU is counted until the server is quiet
+    # again: work a server defers (hqueue's memtable flushes and compactions, Kafka's log
+    # flushes and JIT) is charged to the row that caused it, not to the row after it.
+    wait_quiet(server, QUIET_MAX_WAIT)
     ctx = mp.get_context("spawn")  # librdkafka's threads must not be forked
     procs, conns = [], []
     try:
@@ -336,7 +310,7 @@ def run_jobs(server: Server, jobs: list[Job], warmup: float, duration: float) ->
         for c in conns:
             c.send((start_at, end_at))
         sleep_until(start_at)
-        cpu0, t0 = _server_cpu(server), time.monotonic()
+        cpu0, t0 = cpu_seconds(server.pid), time.monotonic()
         reports = []
         for c in conns:
             if not c.poll(duration + warmup + 600):
@@ -347,8 +321,8 @@ def run_jobs(server: Server, jobs: list[Job], warmup: float, duration: float) ->
                                    f"{server.log_tail()}")  # fmt: skip
             reports.append(detail)
         server_seconds = time.monotonic() - t0
-        window_cpu = _server_cpu(server) - cpu0
-        cpu1, settled = wait_quiet(server)  # what the row left the server to do, included
+        window_cpu = cpu_seconds(server.pid) - cpu0
+        cpu1, settled = wait_quiet(server, QUIET_MAX_WAIT)  # what the row left it to do
         server_cpu = cpu1 - cpu0
         for p in procs:
             p.join(30)

@@ -257,9 +257,29 @@ def reset_puts(server: Server) -> None:
         c.close()
 
 
+# A server is quiet once it spends less than QUIET_CORES of a core over QUIET_PERIOD seconds.
+QUIET_CORES = 0.05
+QUIET_PERIOD = 0.25
+
+
+def wait_quiet(server: Server, timeout: float) -> tuple[float, float]:
+    """Waits (at most ``timeout`` s, one period at least) until the server is quiet; returns
+    its CPU seconds (:func:`cpu_seconds`) where the quiet period began, and the seconds
+    waited."""
+    start = time.monotonic()
+    before = cpu_seconds(server.pid)
+    while True:
+        time.sleep(QUIET_PERIOD)
+        now = cpu_seconds(server.pid)
+        waited = time.monotonic() - start
+        if now - before < QUIET_CORES * QUIET_PERIOD or waited >= timeout:
+            return before, waited
+        before = now
+
+
 def quiesce(server: Server, timeout: float = 15.0) -> float:
-    """Waits (at most ``timeout`` s) until the server is idle: under 5 % of a core over 0.25 s,
-    so background work left by the previous run (flushes, compactions, AOF rewrites) does not
+    """Waits (at most ``timeout`` s) until the server is idle (:func:`wait_quiet`), so
+    background work left by the previous run (flushes, compactions, AOF rewrites) does not
     land in the next one. Returns the seconds waited.
 
     It first writes every dirty page to disk (``sync``): what earlier runs wrote would
@@ -267,9 +287,7 @@ def quiesce(server: Server, timeout: float = 15.0) -> float:
     queue behind it."""
     start = time.monotonic()
     os.sync()
-    while time.monotonic() - start < timeout:
-        before = cpu_seconds(server.pid)
-        time.sleep(0.25)
-        if cpu_seconds(server.pid) - before < 0.05 * 0.25:
-            break
+    left = timeout - (time.monotonic() - start)
+    if left > 0:
+        wait_quiet(server, left)
     return time.monotonic() - start

@@ -9,9 +9,9 @@ One gateway on the embedded store in a fresh temp dir, the section's client proc
 1-partition / 8-partition queue (filled first, 4 producer calls in flight, as the section
 does), ``prod1``/``prod8`` produce for 2 s after 0.5 s (1 producer on 1 partition, 4 on 8).
 Prints, per row and side, the median rate and the gateway's CPU per message (all threads,
-psutil) with every run's figure. ``--pause`` waits that long before measuring (to attach a
-profiler: the pid is printed first). Figures are the same as the section's; docs/BENCHMARKS.md
-says which were measured how.
+``/proc/<pid>/stat``, counted until it is quiet again) with every run's figure. ``--pause``
+waits that long before measuring (to attach a profiler: the pid is printed first). Figures
+are the same as the section's; docs/BENCHMARKS.md says which were measured how.
 """
 
 from __future__ import annotations
