@@ -17,6 +17,14 @@ its session ending; only then can the new owner create the claim. This is HBase'
 assignment (master decides, the region server opens the region, regions of a dead server are
 reassigned after its ZooKeeper session expired) with Pulsar's stateless-broker ownership (an
 ephemeral znode per bundle); ``docs/ARCHITECTURE.md`` says why a paused old owner cannot write.
+
+This module is its face: lifecycle, the lease's heartbeat, what the service asks, and the
+watches of members and assignments. The rest, put together here as mixins:
+
+- claims.py: claiming assigned partitions, releasing the others;
+- leader.py: the leader's loop, and the put rates partitions are balanced by;
+- state.py: the ZooKeeper paths (importable from here too) and the shared attributes
+  (``_State.__init__``).
 """
 
 from __future__ import annotations
@@ -34,25 +42,24 @@ from typing import Any
 import gevent
 import gevent.event
 from hqueue_contract import zk as zk_connect
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..errors import NotOwner, StoreError
 from ..ids import wall_clock_ms
-from .assign import assign, moves, rebalance_by_load
-from .lease import WriteLease
+from .claims import _Claims
+from .leader import _Leader
+from .state import ACTIVE as ACTIVE
+from .state import ASSIGNMENT as ASSIGNMENT
+from .state import CEILINGS as CEILINGS
+from .state import CLAIMS as CLAIMS
+from .state import MEMBERS as MEMBERS
+from .state import RELEASING as RELEASING
+from .state import ROOT as ROOT
+from .state import _State
 
 log = logging.getLogger(__name__)
-
-ROOT = "/hqueue-cluster"
-MEMBERS = f"{ROOT}/members"
-CEILINGS = f"{ROOT}/ceilings"
-ASSIGNMENT = f"{ROOT}/assignment"
-CLAIMS = f"{ROOT}/claims"
-
-ACTIVE, RELEASING = "active", "releasing"
-_DEAD_CEILING_KEPT_MS = 3_600_000  # a dead gateway's ceiling matters until its writes landed
 
 
 @dataclass(frozen=True)
@@ -94,30 +101,8 @@ class Hooks:
         return {}
 
 
-class ClusterMember:
-    def __init__(self, options: ClusterOptions, hooks: Hooks) -> None:
-        self.options = options
-        self.hooks = hooks
-        self.lease = WriteLease(options.session_timeout)
-        self.gid = ""
-        self.zk: Any = None
-        self._member_path = ""
-        self._members: dict[str, Member] = {}
-        self._assignment: dict[str, list[str]] = {}  # queue -> gid per partition
-        self._owned: dict[tuple[str, int], str] = {}  # (queue, partition) -> ACTIVE|RELEASING
-        self._claiming: set[tuple[str, int]] = set()
-        self._inflight: dict[tuple[str, int], int] = {}
-        self._changed = gevent.event.Event()  # ownership moved: waiting puts look again
-        self._kick = gevent.event.Event()  # assignment or members moved: reconcile
-        self._leader_kick = gevent.event.Event()
-        self._watched_queues: set[str] = set()
-        self._put_counts: dict[tuple[str, int], int] = {}
-        self._rates: dict[str, float] = {}
-        self._highest_id_ms = 0
-        self._started_ms = wall_clock_ms()
-        self._greenlets: list[gevent.Greenlet] = []
-        self._running = False
-        self._rejoin_needed = False
+class ClusterMember(_Claims, _Leader, _State):
+    """This gateway's membership in the cluster (its parts: see the module's docstring)."""
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -399,222 +384,3 @@ class ClusterMember:
             return True
 
         DataWatch(self.zk, f"{ASSIGNMENT}/{queue}", changed)
-
-    # -- claims ---------------------------------------------------------------------------
-
-    def _reconcile_loop(self) -> None:
-        while True:
-            self._kick.wait(5.0)  # the timeout is only a safety net
-            self._kick.clear()
-            if self._rejoin_needed:
-                continue
-            wanted = {
-                (q, p)
-                for q, owners in self._assignment.items()
-                for p, gid in enumerate(owners)
-                if gid == self.gid
-            }
-            for slot in wanted - set(self._owned) - self._claiming:
-                self._claiming.add(slot)
-                gevent.spawn(self._claim, *slot)
-            for slot, state in list(self._owned.items()):
-                if slot not in wanted and state == ACTIVE:
-                    self._owned[slot] = RELEASING
-                    gevent.spawn(self._release, *slot)
-
-    def _claim(self, queue: str, partition: int) -> None:
-        path = f"{CLAIMS}/{queue}/{partition}"
-        gid = self.gid
-        try:
-            while (
-                self._running and self.gid == gid and self.assigned_owner(queue, partition) == gid
-            ):
-                try:
-                    self.zk.create(path, gid.encode(), ephemeral=True, makepath=True)
-                    break
-                except NodeExistsError:
-                    gone = gevent.event.Event()
-                    try:
-                        data, _ = self.zk.get(path, watch=lambda _e, gone=gone: gone.set())
-                    except NoNodeError:
-                        continue
-                    if data.decode() == gid:
-                        break
-                    gone.wait(1.0)  # the holder releases, or its session ends
-            else:
-                return
-            floor = self._dead_ceiling()
-            if floor > self._highest_id_ms:
-                # ids of this partition start at the floor: record a ceiling above it first
-                self._highest_id_ms = floor
-                self._heartbeat(timeout=self.options.session_timeout)
-            self.hooks.gained(queue, partition, floor)
-            self._owned[(queue, partition)] = ACTIVE
-            self._changed.set()
-            log.debug("cluster: owns %s/%d (ids from %d)", queue, partition, floor)
-        except (KazooException, gevent.Timeout) as exc:
-            log.warning("cluster: claiming %s/%d failed: %s; retrying", queue, partition, exc)
-            gevent.spawn_later(1.0, self._kick.set)
-        finally:
-            self._claiming.discard((queue, partition))
-
-    def _release(self, queue: str, partition: int) -> None:
-        slot = (queue, partition)
-        self._owned[slot] = RELEASING
-        self._changed.set()
-        deadline = time.monotonic() + self.options.move_wait
-        while self._inflight.get(slot) and time.monotonic() < deadline:
-            self._changed.clear()
-            self._changed.wait(0.05)
-        try:
-            self.hooks.lost(queue, partition)
-        except Exception:
-            log.exception("stopping the push workers of %s/%d failed", queue, partition)
-        path = f"{CLAIMS}/{queue}/{partition}"
-        try:
-            data, stat = self.zk.get(path)
-            if data.decode() == self.gid:
-                self.zk.delete(path, version=stat.version)
-        except (NoNodeError, BadVersionError):
-            pass
-        except KazooException as exc:
-            log.warning("cluster: releasing %s/%d: %s (its session's end frees it)", queue,
-                        partition, exc)  # fmt: skip
-        finally:
-            if self._owned.get(slot) == RELEASING:
-                del self._owned[slot]
-            self._changed.set()
-
-    def _dead_ceiling(self) -> int:
-        """The highest ceiling of every gateway that is no longer a member: a new owner's ids
-        start above anything such a gateway can still write."""
-        # Read the members now, not from the watched cache: the claim we just created proves
-        # the old owner's session ended, and a read after our create sees that (one session's
-        # requests are ordered), while the cache may not have heard of it yet.
-        live = {child.rpartition("-")[0] for child in self.zk.get_children(MEMBERS)}
-        live.add(self.gid)
-        floor = 0
-        for gid in self.zk.get_children(CEILINGS):
-            if gid in live:
-                continue
-            with contextlib.suppress(NoNodeError, ValueError):
-                data, _ = self.zk.get(f"{CEILINGS}/{gid}")
-                floor = max(floor, int(data))
-        return floor
-
-    # -- the leader -----------------------------------------------------------------------
-
-    def is_leader(self) -> bool:
-        if not self._members or self.gid not in self._members:
-            return False
-        return min(self._members.values(), key=lambda m: m.seq).gid == self.gid
-
-    def _leader_loop(self) -> None:
-        while True:
-            self._leader_kick.wait(1.0)
-            self._leader_kick.clear()
-            if not self.is_leader() or self._rejoin_needed:
-                continue
-            try:
-                self._assign_all()
-                self._collect_ceilings()
-            except (KazooException, StoreError) as exc:
-                log.warning("cluster: assigning partitions failed: %s; retrying", exc)
-            except Exception:
-                log.exception("cluster: assigning partitions failed; retrying")
-
-    def _assign_all(self) -> None:
-        queues = dict(self.hooks.queues())
-        if not self._members:
-            return
-        owners_now, versions = self._read_assignment()
-        current: dict[str, list[str | None]] = {q: list(o) for q, o in owners_now.items()}
-        for queue in set(current) - set(queues):
-            with contextlib.suppress(NoNodeError):
-                self.zk.delete(f"{ASSIGNMENT}/{queue}")
-        wanted = {q: n for q, n in queues.items()}
-        new = assign(wanted, sorted(self._members), {q: current.get(q, []) for q in wanted})
-        moved = 0
-        for queue, owners in new.items():
-            if current.get(queue) == owners:
-                continue
-            moved += len(moves({queue: current.get(queue, [])}, {queue: owners}))
-            self._write_assignment(queue, owners, versions.get(queue))
-        if moved:
-            log.info("cluster: assigned %d partition(s) over %d gateway(s)", moved,
-                     len(self._members))  # fmt: skip
-
-    def _read_assignment(self) -> tuple[dict[str, list[str]], dict[str, int]]:
-        """Every queue's owners and znode version, read now (for a versioned rewrite)."""
-        owners: dict[str, list[str]] = {}
-        versions: dict[str, int] = {}
-        for queue in self.zk.get_children(ASSIGNMENT):
-            with contextlib.suppress(NoNodeError):
-                data, stat = self.zk.get(f"{ASSIGNMENT}/{queue}")
-                owners[queue] = list(json.loads(data)["owners"])
-                versions[queue] = stat.version
-        return owners, versions
-
-    def _write_assignment(self, queue: str, owners: list[str], version: int | None) -> None:
-        data = json.dumps({"owners": owners}).encode()
-        path = f"{ASSIGNMENT}/{queue}"
-        try:
-            if version is None:
-                self.zk.create(path, data, makepath=True)
-            else:
-                self.zk.set(path, data, version=version)
-        except (NodeExistsError, BadVersionError):
-            self._leader_kick.set()  # someone else changed it: compute again
-
-    def _collect_ceilings(self) -> None:
-        live = set(self._members)
-        now = wall_clock_ms()
-        for gid in self.zk.get_children(CEILINGS):
-            if gid in live:
-                continue
-            with contextlib.suppress(NoNodeError, ValueError):
-                data, stat = self.zk.get(f"{CEILINGS}/{gid}")
-                if int(data) < now - _DEAD_CEILING_KEPT_MS:
-                    self.zk.delete(f"{CEILINGS}/{gid}", version=stat.version)
-
-    # -- load -----------------------------------------------------------------------------
-
-    def _rates_loop(self) -> None:
-        last = time.monotonic()
-        while True:
-            gevent.sleep(self.options.rates_interval)
-            now = time.monotonic()
-            counts, self._put_counts = self._put_counts, {}
-            span = max(now - last, 1e-3)
-            last = now
-            self._rates = {f"{q}/{p}": round(n / span, 1) for (q, p), n in counts.items()}
-            try:
-                data = json.dumps(
-                    {"advertise": self.options.advertise, "rates": self._rates,
-                     "started_ms": self._started_ms}
-                ).encode()  # fmt: skip
-                self.zk.set(self._member_path, data)
-            except (KazooException, gevent.Timeout) as exc:
-                log.debug("publishing put rates failed: %s", exc)
-
-    def members(self) -> list[Member]:
-        return sorted(self._members.values(), key=lambda m: m.seq)
-
-    def assignment(self) -> dict[str, list[str]]:
-        return {q: list(o) for q, o in self._assignment.items()}
-
-    def balance(self, max_moves: int) -> int:
-        """Moves partitions (keeping counts balanced) to even out put rates; returns how many."""
-        rates: dict[tuple[str, int], float] = {}
-        for member in self._members.values():
-            for key, rate in member.rates.items():
-                q, _, p = key.rpartition("/")
-                rates[(q, int(p))] = rate
-        current, versions = self._read_assignment()
-        new = rebalance_by_load(current, rates, max_moves)
-        moved = 0
-        for queue, owners in new.items():
-            if owners != current.get(queue):
-                moved += len(moves({queue: current[queue]}, {queue: owners}))
-                self._write_assignment(queue, owners, versions[queue])
-        return moved
