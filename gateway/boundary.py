@@ -185,12 +185,15 @@ def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> tuple[bytes | 
     ``encode_messages_reply`` writes for the same rows), as the parts to send one after the
     other: the head is written into the room before the messages when there is some
     (``REPLY_ROOM``), so no message is copied; the reply's last byte goes alone (appending it
-    could move the whole buffer)."""
+    could move the whole buffer). A merged scan's rows are parts already: the head goes
+    before them."""
     head = b"".join((
         _REPLY_HEAD.pack(-2147418110, len(name)),  # 0x80010002: version 1, REPLY
         name,
         _LIST_HEAD.pack(seqid, 15, 0, 12, rows.count),
     ))  # fmt: skip
+    if rows.parts is not None:
+        return (head, *rows.parts, _END)
     data, start = rows.data, rows.start
     at = start - len(head)
     if at < 0:

@@ -19,15 +19,36 @@ class EncodedRows:
     """Messages a store reader appended as TMessages of the binary protocol (the elements of
     a scan's reply) to one bytearray, from ``start`` on (the bytes before are free for the
     reply's head: ``REPLY_ROOM``): a reply from them needs no Python object per message.
-    Iterating decodes them into rows (the compact protocol, keys to attach)."""
+    Iterating decodes them into rows (the compact protocol, keys to attach).
 
-    __slots__ = ("bodies", "count", "data", "start")
+    A merged scan's messages come as ``parts`` instead (:meth:`of_parts`): the runs it took,
+    in order, as views of the partitions' pages or bytearrays they were copied into, sent as
+    they are (``data`` is then their concatenation, made when something asks for it)."""
+
+    __slots__ = ("_data", "bodies", "count", "parts", "start")
 
     def __init__(self, data: bytearray, count: int, bodies: int, start: int = 0) -> None:
-        self.data = data
+        self._data: bytearray | None = data
         self.count = count
         self.bodies = bodies  # bytes of the bodies (the read_bytes metric)
         self.start = start
+        self.parts: list[bytearray | memoryview] | None = None
+
+    @classmethod
+    def of_parts(
+        cls, parts: list[bytearray | memoryview], count: int, bodies: int
+    ) -> EncodedRows:
+        rows = cls(bytearray(), count, bodies)
+        rows._data = None
+        rows.parts = parts
+        return rows
+
+    @property
+    def data(self) -> bytearray:
+        if self._data is None:
+            assert self.parts is not None
+            self._data = bytearray().join(self.parts)
+        return self._data
 
     def __len__(self) -> int:
         return self.count
