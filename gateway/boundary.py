@@ -180,7 +180,9 @@ _REPLY_HEAD = struct.Struct(">ii")  # version and type, name length
 _LIST_HEAD = struct.Struct(">iBhBi")  # seqid, success field (list, 0), element type, size
 
 
-def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> tuple[bytes | memoryview, ...]:
+def _encoded_reply(
+    name: bytes, seqid: int, rows: EncodedRows
+) -> tuple[bytes | bytearray | memoryview, ...]:
     """The binary REPLY of a ``list<TMessage>`` method around messages already encoded (what
     ``encode_messages_reply`` writes for the same rows), as the parts to send one after the
     other: the head is written into the room before the messages when there is some

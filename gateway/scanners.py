@@ -225,7 +225,7 @@ class Scanner:
                 break  # n messages, or max_bytes, or every partition read to its end
             if any(c.has_rows() for c in live):
                 break  # the store read rows after all: the row merge goes on next call
-        return MessageRows(None, EncodedRows.of_parts(out, count, bodies))
+        return MessageRows(None, EncodedRows(None, count, bodies, parts=out))
 
     def _refill(
         self, live: list[PartitionCursor], meta: QueueMeta, per_cursor: int,

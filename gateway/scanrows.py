@@ -21,27 +21,26 @@ class EncodedRows:
     reply's head: ``REPLY_ROOM``): a reply from them needs no Python object per message.
     Iterating decodes them into rows (the compact protocol, keys to attach).
 
-    A merged scan's messages come as ``parts`` instead (:meth:`of_parts`): the runs it took,
+    A merged scan's messages come as ``parts`` instead (``data`` None): the runs it took,
     in order, as views of the partitions' pages or bytearrays they were copied into, sent as
     they are (``data`` is then their concatenation, made when something asks for it)."""
 
     __slots__ = ("_data", "bodies", "count", "parts", "start")
 
-    def __init__(self, data: bytearray, count: int, bodies: int, start: int = 0) -> None:
-        self._data: bytearray | None = data
+    def __init__(
+        self,
+        data: bytearray | None,
+        count: int,
+        bodies: int,
+        start: int = 0,
+        parts: list[bytearray | memoryview] | None = None,
+    ) -> None:
+        assert (data is None) != (parts is None), "one bytearray, or parts"
+        self._data = data
         self.count = count
         self.bodies = bodies  # bytes of the bodies (the read_bytes metric)
         self.start = start
-        self.parts: list[bytearray | memoryview] | None = None
-
-    @classmethod
-    def of_parts(
-        cls, parts: list[bytearray | memoryview], count: int, bodies: int
-    ) -> EncodedRows:
-        rows = cls(bytearray(), count, bodies)
-        rows._data = None
-        rows.parts = parts
-        return rows
+        self.parts = parts
 
     @property
     def data(self) -> bytearray:

@@ -150,7 +150,7 @@ class ThriftServer:
         )
         replies = self.replies
         wait_room = replies.wait_room
-        write, write_parts = writer.write, writer.write_parts
+        write_parts = writer.write_parts
         if self.wire.framed:
 
             def direct(*parts: bytes | memoryview) -> None:
@@ -159,10 +159,7 @@ class ThriftServer:
         else:
 
             def direct(*parts: bytes | memoryview) -> None:
-                if len(parts) == 1:
-                    write(parts[0])
-                else:
-                    write_parts(parts)
+                write_parts(parts)
 
         set_direct_writer(direct)
         oprot = self._proto.get_protocol(self._trans.get_transport(writer))

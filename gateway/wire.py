@@ -350,7 +350,7 @@ class SocketWriter:
         # parts go in one sendmsg (a TLS socket has none: they go one after the other)
         self._vectored = vectored and hasattr(sock, "sendmsg")
 
-    def write(self, data: bytes | memoryview) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)
         self.largest = max(self.largest, n)
         self._sock.settimeout(self.send_timeout)
@@ -360,10 +360,7 @@ class SocketWriter:
         try:
             self._sock.sendall(data)
         except TimeoutError:
-            raise TTransportException(
-                TTransportException.TIMED_OUT,
-                f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
-            ) from None
+            raise self._timed_out(n) from None
         finally:
             if replies is not None:
                 replies.done(n)
@@ -377,7 +374,7 @@ class SocketWriter:
             for part in parts:
                 self.write(part)
             return
-        views = [v for v in map(memoryview, parts) if v.nbytes]  # an empty one ends no send
+        views = [v for p in parts if (v := memoryview(p)).nbytes]  # an empty one ends no send
         n = sum(v.nbytes for v in views)
         self.largest = max(self.largest, n)
         replies = self._replies
@@ -401,13 +398,16 @@ class SocketWriter:
                     sent -= head.nbytes
                     first += 1
         except TimeoutError:
-            raise TTransportException(
-                TTransportException.TIMED_OUT,
-                f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
-            ) from None
+            raise self._timed_out(n) from None
         finally:
             if replies is not None:
                 replies.done(n)
+
+    def _timed_out(self, n: int) -> TTransportException:
+        return TTransportException(
+            TTransportException.TIMED_OUT,
+            f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
+        )
 
     def flush(self) -> None:
         pass
