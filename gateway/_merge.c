@@ -267,20 +267,23 @@ done:
 
 /* ---- merged scans over encoded pages ---------------------------------------------------- */
 
-/* merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse)
+/* merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes)
  *   -> (taken, offsets, sizes, lasts, bodies)
  * buffers: per partition, TMessages of the binary protocol one after the other (what a store
  * reader's read_encoded appended: gateway/_thriftbuf.h put_tmessage), the next one at
  * offsets[i], counts[i] of them left; more[i]: whether partition i may have messages beyond.
- * Appends to ``out`` the messages in (timestamp, sequence, partition) order (all three
- * reversed with ``reverse``), each copied as it is, until n messages, until their topic and
- * value bytes reach max_bytes, or until a buffer that may have more runs dry (as merge_rows).
- * taken[i]: messages used from buffers[i]; offsets[i]: where its next message begins;
- * sizes[i]: the topic and value bytes taken from it; lasts[i]: the offset of the last message
- * taken from it, -1 if none; bodies: the value bytes of all. A partition's run (the messages
- * before the smallest head of the others) is copied with one memcpy: a merged page costs no
- * Python object per message. A buffer that does not hold ``counts[i]`` well-formed messages
- * from its offset raises ValueError. */
+ * Takes the messages in (timestamp, sequence, partition) order (all three reversed with
+ * ``reverse``), each as it is, until n messages, until their topic and value bytes reach
+ * max_bytes, or until a buffer that may have more runs dry (as merge_rows), and appends them
+ * to the list ``out`` (the reply's parts, in order): a partition's run (the messages before
+ * the smallest head of the others) of ``view_bytes`` or more as a memoryview of its buffer (it
+ * is sent from there: no copy), shorter runs copied into the bytearray at the end of ``out``
+ * (a new one when the last part is not a bytearray). taken[i]: messages used from
+ * buffers[i]; offsets[i]: where its next message begins; sizes[i]: the topic and value bytes
+ * taken from it; lasts[i]: the offset of the last message taken from it, -1 if none; bodies:
+ * the value bytes of all. A merged page costs no Python object per message. A buffer that does
+ * not hold ``counts[i]`` well-formed messages from its offset raises ValueError, with nothing
+ * appended. */
 
 typedef struct {
     const unsigned char *p; /* the buffer */
@@ -332,15 +335,65 @@ bad:
     return -1;
 }
 
+/* Appends the runs to the parts list ``out``: a run of view_bytes or more as a memoryview of
+ * its buffer, shorter ones copied (one after the other) into the bytearray ending ``out``. */
+static int append_runs(PyObject *out, PyObject *buffers, const EncCursor *cur,
+                       const EncRun *runs, Py_ssize_t nruns, Py_ssize_t view_bytes)
+{
+    for (Py_ssize_t r = 0; r < nruns;) {
+        if (runs[r].to - runs[r].from >= view_bytes) {
+            PyObject *whole = PyMemoryView_FromObject(PyList_GET_ITEM(buffers, runs[r].cursor));
+            if (!whole)
+                return -1;
+            PyObject *part = PySequence_GetSlice(whole, runs[r].from, runs[r].to);
+            Py_DECREF(whole);
+            if (!part)
+                return -1;
+            int failed = PyList_Append(out, part);
+            Py_DECREF(part);
+            if (failed)
+                return -1;
+            r++;
+            continue;
+        }
+        Py_ssize_t end = r, total = 0; /* the short runs from r on, copied together */
+        while (end < nruns && runs[end].to - runs[end].from < view_bytes) {
+            total += runs[end].to - runs[end].from;
+            end++;
+        }
+        Py_ssize_t parts = PyList_GET_SIZE(out);
+        PyObject *tail = parts ? PyList_GET_ITEM(out, parts - 1) : NULL;
+        if (!tail || !PyByteArray_CheckExact(tail)) {
+            tail = PyByteArray_FromStringAndSize(NULL, 0);
+            if (!tail)
+                return -1;
+            int failed = PyList_Append(out, tail);
+            Py_DECREF(tail); /* the list holds it */
+            if (failed)
+                return -1;
+        }
+        Py_ssize_t base = PyByteArray_GET_SIZE(tail);
+        if (PyByteArray_Resize(tail, base + total) < 0)
+            return -1;
+        char *dst = PyByteArray_AS_STRING(tail) + base;
+        for (; r < end; r++) {
+            size_t len = (size_t)(runs[r].to - runs[r].from);
+            memcpy(dst, cur[runs[r].cursor].p + runs[r].from, len);
+            dst += len;
+        }
+    }
+    return 0;
+}
+
 static PyObject *merge_encoded(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *buffers, *offsets, *counts, *more, *out;
-    Py_ssize_t n, max_bytes;
+    Py_ssize_t n, max_bytes, view_bytes;
     int reverse;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nnp", &PyList_Type, &buffers, &PyList_Type, &offsets,
-                          &PyList_Type, &counts, &PyList_Type, &more, &PyByteArray_Type, &out,
-                          &n, &max_bytes, &reverse))
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nnpn", &PyList_Type, &buffers, &PyList_Type,
+                          &offsets, &PyList_Type, &counts, &PyList_Type, &more, &PyList_Type,
+                          &out, &n, &max_bytes, &reverse, &view_bytes))
         return NULL;
     Py_ssize_t k = PyList_GET_SIZE(buffers);
     if (PyList_GET_SIZE(offsets) != k || PyList_GET_SIZE(counts) != k ||
@@ -362,8 +415,9 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
     Py_ssize_t h = 0;
     for (Py_ssize_t c = 0; c < k; c++) {
         PyObject *buf = PyList_GET_ITEM(buffers, c);
-        if (buf == out) {
-            PyErr_SetString(PyExc_ValueError, "out must not be one of the buffers");
+        Py_ssize_t parts = PyList_GET_SIZE(out);
+        if (parts && buf == PyList_GET_ITEM(out, parts - 1)) {
+            PyErr_SetString(PyExc_ValueError, "out's last part must not be one of the buffers");
             goto done;
         }
         if (PyObject_GetBuffer(buf, &views[c], PyBUF_SIMPLE) < 0)
@@ -391,7 +445,7 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = h / 2 - 1; i >= 0; i--)
         merge_sift_down(heap, h, i, reverse);
-    Py_ssize_t count = 0, size = 0, bodies = 0, total = 0;
+    Py_ssize_t count = 0, size = 0, bodies = 0;
     while (h > 0 && count < n && size < max_bytes) {
         Py_ssize_t c = heap[0].cursor;
         EncCursor *e = &cur[c];
@@ -432,7 +486,6 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
                 runs = grown;
             }
             runs[nruns++] = (EncRun){c, from, e->at};
-            total += e->at - from;
         }
         if (head_moved) {
             merge_sift_down(heap, h, 0, reverse);
@@ -448,15 +501,8 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
         heap[0] = heap[--h];
         merge_sift_down(heap, h, 0, reverse);
     }
-    Py_ssize_t base = PyByteArray_GET_SIZE(out);
-    if (total && PyByteArray_Resize(out, base + total) < 0)
+    if (append_runs(out, buffers, cur, runs, nruns, view_bytes) < 0)
         goto done;
-    char *dst = PyByteArray_AS_STRING(out) + base;
-    for (Py_ssize_t r = 0; r < nruns; r++) {
-        size_t len = (size_t)(runs[r].to - runs[r].from);
-        memcpy(dst, cur[runs[r].cursor].p + runs[r].from, len);
-        dst += len;
-    }
     taken = PyList_New(k);
     offs = PyList_New(k);
     sizes = PyList_New(k);
@@ -494,7 +540,7 @@ static PyMethodDef methods[] = {
      "merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse) -> "
      "(rows, parts, taken, taken_bytes, size)"},
     {"merge_encoded", merge_encoded, METH_VARARGS,
-     "merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse) -> "
+     "merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes) -> "
      "(taken, offsets, sizes, lasts, bodies)"},
     {NULL, NULL, 0, NULL},
 };

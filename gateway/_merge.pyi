@@ -14,8 +14,9 @@ def merge_encoded(
     offsets: list[int],
     counts: list[int],
     more: list[bool],
-    out: bytearray,
+    out: list[bytearray | memoryview],
     n: int,
     max_bytes: int,
     reverse: bool,
+    view_bytes: int,
 ) -> tuple[list[int], list[int], list[int], list[int], int]: ...

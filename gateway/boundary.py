@@ -180,17 +180,22 @@ _REPLY_HEAD = struct.Struct(">ii")  # version and type, name length
 _LIST_HEAD = struct.Struct(">iBhBi")  # seqid, success field (list, 0), element type, size
 
 
-def _encoded_reply(name: bytes, seqid: int, rows: EncodedRows) -> tuple[bytes | memoryview, ...]:
+def _encoded_reply(
+    name: bytes, seqid: int, rows: EncodedRows
+) -> tuple[bytes | bytearray | memoryview, ...]:
     """The binary REPLY of a ``list<TMessage>`` method around messages already encoded (what
     ``encode_messages_reply`` writes for the same rows), as the parts to send one after the
     other: the head is written into the room before the messages when there is some
     (``REPLY_ROOM``), so no message is copied; the reply's last byte goes alone (appending it
-    could move the whole buffer)."""
+    could move the whole buffer). A merged scan's rows are parts already: the head goes
+    before them."""
     head = b"".join((
         _REPLY_HEAD.pack(-2147418110, len(name)),  # 0x80010002: version 1, REPLY
         name,
         _LIST_HEAD.pack(seqid, 15, 0, 12, rows.count),
     ))  # fmt: skip
+    if rows.parts is not None:
+        return (head, *rows.parts, _END)
     data, start = rows.data, rows.start
     at = start - len(head)
     if at < 0:

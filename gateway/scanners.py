@@ -24,7 +24,7 @@ from . import peer
 from .cursor import PartitionCursor, ScanMeter, ScanSpec
 from .errors import InvalidArgument, Overloaded
 from .fast import merge_encoded, merge_rows
-from .scanrows import REPLY_ROOM, EncodedRows, MessageRows
+from .scanrows import EncodedRows, MessageRows
 from .store.base import PartitionStore, QueueMeta, Row
 
 # what scanners' users import from here
@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 MAX_SCANNER_ID = 2**31 - 1
 MERGE_IN_C_UP_TO = 64  # partitions; beyond, walking every cursor per refill costs more
+# A merged reply's run of this many bytes or more is sent from its page (a view, one iovec of
+# the reply's sendmsg); shorter runs are copied together: a view costs about what copying 8 KiB
+# does, and a reply of runs a message long would otherwise be thousands of iovecs.
+MERGE_VIEW_BYTES = 8192
 
 
 class Scanner:
@@ -195,9 +199,12 @@ class Scanner:
         self, meta: QueueMeta, n: int, max_bytes: int, per_cursor: int, per_cursor_bytes: int
     ) -> MessageRows:
         """The merge of encoded buffers (gateway/_merge.c, merge_encoded): the reply's
-        TMessages are copied from the store readers' pages run by run, with no row, tuple or
-        bytes object per message (a merged read of 8 partitions cost 2.5x one partition's)."""
-        out = bytearray(REPLY_ROOM)
+        TMessages are taken from the store readers' pages run by run, with no row, tuple or
+        bytes object per message (a merged read of 8 partitions cost 2.5x one partition's).
+        Runs of ``MERGE_VIEW_BYTES`` or more are sent from the pages (views, the reply's
+        parts: copying them into one buffer was a tenth of a merged read's CPU); shorter ones
+        (partitions interleaved message by message) are copied together."""
+        out: list[bytearray | memoryview] = []
         count = size = bodies = 0
         reverse = self.spec.reverse
         while count < n and size < max_bytes:
@@ -207,7 +214,7 @@ class Scanner:
             taken, offsets, sizes, lasts, got_bodies = merge_encoded(
                 [c._enc for c in live if c._enc is not None], [c._enc_at for c in live],
                 [c._enc_left for c in live], [not c._done for c in live],
-                out, n - count, max_bytes - size, reverse,
+                out, n - count, max_bytes - size, reverse, MERGE_VIEW_BYTES,
             )  # fmt: skip
             bodies += got_bodies
             for cursor, k, at, body, last in zip(live, taken, offsets, sizes, lasts, strict=True):
@@ -218,7 +225,7 @@ class Scanner:
                 break  # n messages, or max_bytes, or every partition read to its end
             if any(c.has_rows() for c in live):
                 break  # the store read rows after all: the row merge goes on next call
-        return MessageRows(None, EncodedRows(out, count, bodies, REPLY_ROOM))
+        return MessageRows(None, EncodedRows(None, count, bodies, parts=out))
 
     def _refill(
         self, live: list[PartitionCursor], meta: QueueMeta, per_cursor: int,

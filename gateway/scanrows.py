@@ -19,15 +19,35 @@ class EncodedRows:
     """Messages a store reader appended as TMessages of the binary protocol (the elements of
     a scan's reply) to one bytearray, from ``start`` on (the bytes before are free for the
     reply's head: ``REPLY_ROOM``): a reply from them needs no Python object per message.
-    Iterating decodes them into rows (the compact protocol, keys to attach)."""
+    Iterating decodes them into rows (the compact protocol, keys to attach).
 
-    __slots__ = ("bodies", "count", "data", "start")
+    A merged scan's messages come as ``parts`` instead (``data`` None): the runs it took,
+    in order, as views of the partitions' pages or bytearrays they were copied into, sent as
+    they are (``data`` is then their concatenation, made when something asks for it)."""
 
-    def __init__(self, data: bytearray, count: int, bodies: int, start: int = 0) -> None:
-        self.data = data
+    __slots__ = ("_data", "bodies", "count", "parts", "start")
+
+    def __init__(
+        self,
+        data: bytearray | None,
+        count: int,
+        bodies: int,
+        start: int = 0,
+        parts: list[bytearray | memoryview] | None = None,
+    ) -> None:
+        assert (data is None) != (parts is None), "one bytearray, or parts"
+        self._data = data
         self.count = count
         self.bodies = bodies  # bytes of the bodies (the read_bytes metric)
         self.start = start
+        self.parts = parts
+
+    @property
+    def data(self) -> bytearray:
+        if self._data is None:
+            assert self.parts is not None
+            self._data = bytearray().join(self.parts)
+        return self._data
 
     def __len__(self) -> int:
         return self.count

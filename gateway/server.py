@@ -145,22 +145,21 @@ class ThriftServer:
             request_timeout=self.wire.request_timeout,
             budget=self.pending,
         )
-        writer = SocketWriter(sock, self.wire.send_timeout, self.replies)
+        writer = SocketWriter(
+            sock, self.wire.send_timeout, self.replies, vectored=self._tls is None
+        )
         replies = self.replies
         wait_room = replies.wait_room
-        write = writer.write
+        write_parts = writer.write_parts
         if self.wire.framed:
 
             def direct(*parts: bytes | memoryview) -> None:
-                write(_FRAME_HEADER.pack(sum(map(len, parts))))
-                for part in parts:
-                    write(part)
+                write_parts((_FRAME_HEADER.pack(sum(map(len, parts))), *parts))
 
         else:
 
             def direct(*parts: bytes | memoryview) -> None:
-                for part in parts:
-                    write(part)
+                write_parts(parts)
 
         set_direct_writer(direct)
         oprot = self._proto.get_protocol(self._trans.get_transport(writer))

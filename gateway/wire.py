@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -23,6 +23,8 @@ from thriftpy2.transport import TTransportException
 from .fast import scan
 
 _READ_CHUNK = 256 * 1024
+# iovecs one sendmsg takes at most (Linux's IOV_MAX is 1024)
+_IOV_MAX = 512
 _FRAME = struct.Struct(">i")
 # Methods whose requests carry message bodies; every other request is small.
 BULK_METHODS = frozenset(
@@ -332,20 +334,23 @@ class SocketWriter:
     buffer grows to the largest reply and never shrinks, so the server replaces it after one.
     """
 
-    __slots__ = ("_replies", "_sock", "largest", "send_timeout")
+    __slots__ = ("_replies", "_sock", "_vectored", "largest", "send_timeout")
 
     def __init__(
         self,
         sock: socket.socket,
         send_timeout: float | None = None,
         replies: ReplyBudget | None = None,
+        vectored: bool = True,
     ) -> None:
         self._sock = sock
         self.send_timeout = send_timeout
         self.largest = 0
         self._replies = replies  # shared by all connections: see ReplyBudget
+        # parts go in one sendmsg (a TLS socket has none: they go one after the other)
+        self._vectored = vectored and hasattr(sock, "sendmsg")
 
-    def write(self, data: bytes | memoryview) -> None:
+    def write(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)
         self.largest = max(self.largest, n)
         self._sock.settimeout(self.send_timeout)
@@ -355,13 +360,54 @@ class SocketWriter:
         try:
             self._sock.sendall(data)
         except TimeoutError:
-            raise TTransportException(
-                TTransportException.TIMED_OUT,
-                f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
-            ) from None
+            raise self._timed_out(n) from None
         finally:
             if replies is not None:
                 replies.done(n)
+
+    def write_parts(self, parts: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Sends the parts one after the other as one write: one ``sendmsg`` for all of them
+        (its iovecs) where a ``send`` each cost a syscall and, with Nagle off, a segment each
+        (a merged scan's reply is its head, the runs of the pages it took, and an end byte).
+        ``send_timeout`` bounds the whole of it, as it bounds :meth:`write`."""
+        if len(parts) == 1 or not self._vectored:
+            for part in parts:
+                self.write(part)
+            return
+        views = [v for p in parts if (v := memoryview(p)).nbytes]  # an empty one ends no send
+        n = sum(v.nbytes for v in views)
+        self.largest = max(self.largest, n)
+        replies = self._replies
+        if replies is not None:
+            replies.add(n)
+        sock, timeout = self._sock, self.send_timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        first = 0  # views before it are sent
+        try:
+            while first < len(views):
+                if deadline is not None:
+                    sock.settimeout(max(0.0, deadline - time.monotonic()))
+                else:
+                    sock.settimeout(None)
+                sent = sock.sendmsg(views[first : first + _IOV_MAX])
+                while sent:
+                    head = views[first]
+                    if sent < head.nbytes:
+                        views[first] = head[sent:]
+                        break
+                    sent -= head.nbytes
+                    first += 1
+        except TimeoutError:
+            raise self._timed_out(n) from None
+        finally:
+            if replies is not None:
+                replies.done(n)
+
+    def _timed_out(self, n: int) -> TTransportException:
+        return TTransportException(
+            TTransportException.TIMED_OUT,
+            f"the client read no reply of {n} bytes for {self.send_timeout:g} s",
+        )
 
     def flush(self) -> None:
         pass

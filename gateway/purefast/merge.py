@@ -69,20 +69,23 @@ def merge_encoded(
     offsets: list[int],
     counts: list[int],
     more: list[bool],
-    out: bytearray,
+    out: list[bytearray | memoryview],
     n: int,
     max_bytes: int,
     reverse: bool,
+    view_bytes: int,
 ) -> tuple[list[int], list[int], list[int], list[int], int]:
     """gateway/_merge.c's merge_encoded: merges the partitions' encoded TMessages (``counts[i]``
-    of them in ``buffers[i]`` from ``offsets[i]`` on) into ``out`` in (timestamp, sequence,
-    partition) order (reversed with ``reverse``), until n messages, max_bytes of topics and
-    values, or a buffer that may have more runs dry; -> (taken, offsets, sizes, lasts, bodies)."""
+    of them in ``buffers[i]`` from ``offsets[i]`` on) in (timestamp, sequence, partition) order
+    (reversed with ``reverse``), until n messages, max_bytes of topics and values, or a buffer
+    that may have more runs dry, onto the parts list ``out``: runs of ``view_bytes`` or more as
+    memoryviews of their buffer, shorter ones copied into the bytearray ending ``out``;
+    -> (taken, offsets, sizes, lasts, bodies)."""
     k = len(buffers)
     if len(offsets) != k or len(counts) != k or len(more) != k:
         raise ValueError("buffers, offsets, counts and more differ in length")
-    if any(b is out for b in buffers):
-        raise ValueError("out must not be one of the buffers")
+    if out and any(b is out[-1] for b in buffers):
+        raise ValueError("out's last part must not be one of the buffers")
     at, left = list(offsets), list(counts)
     inside = all(0 <= a <= len(b) for a, b in zip(at, buffers, strict=True))
     if not inside or min(left, default=0) < 0:
@@ -129,7 +132,8 @@ def merge_encoded(
             size += tl + vl
             bodies += vl
             count += 1
-        runs.append((c, start, at[c]))
+        if at[c] > start:
+            runs.append((c, start, at[c]))
         if moved:
             continue
         if left[c]:
@@ -138,6 +142,13 @@ def merge_encoded(
             break  # its next messages are unknown: refill before going on
         heapq.heappop(heap)
     for c, start, end in runs:
-        out += buffers[c][start:end]
+        if end - start >= view_bytes:
+            out.append(memoryview(buffers[c])[start:end])
+            continue
+        if not out or type(out[-1]) is not bytearray:
+            out.append(bytearray())
+        tail = out[-1]
+        assert isinstance(tail, bytearray)
+        tail += buffers[c][start:end]
     taken = [was - now for was, now in zip(counts, left, strict=True)]
     return taken, at, sizes, lasts, bodies

@@ -311,13 +311,21 @@ FIVE_FLAGS = st.lists(st.booleans(), min_size=5, max_size=5)
 FIVE_STARTS = st.lists(st.integers(0, 7), min_size=5, max_size=5)
 
 
+def _parts(out: list) -> list[tuple[str, bytes]]:
+    return [(type(p).__name__, bytes(p)) for p in out]
+
+
 @c_only
-@given(ROW_LISTS, FIVE_FLAGS, st.integers(0, 40), st.integers(0, 60), st.booleans(), FIVE_STARTS)
+@given(
+    ROW_LISTS, FIVE_FLAGS, st.integers(0, 40), st.integers(0, 60), st.booleans(), FIVE_STARTS,
+    st.sampled_from([0, 41, 90, 1 << 30]),
+)  # fmt: skip
 def test_merge_encoded_twin_and_merge_rows_agree(
-    bufs: list, more: list, n: int, max_bytes: int, reverse: bool, starts: list
+    bufs: list, more: list, n: int, max_bytes: int, reverse: bool, starts: list, view_bytes: int
 ) -> None:
     """merge_encoded (C and twin) takes the messages merge_rows takes, in its order, and says
-    where each buffer goes on."""
+    where each buffer goes on; runs of view_bytes or more come as views of their page, shorter
+    ones copied into one bytearray, the same parts from both."""
     c = _c("gateway._merge")
     bufs = [sorted(b, reverse=reverse) for b in bufs]
     more = more[: len(bufs)]
@@ -329,11 +337,16 @@ def test_merge_encoded_twin_and_merge_rows_agree(
     counts = [len(b) - s for b, s in zip(bufs, starts, strict=True)]
     answers = []
     for impl in (py, c):
-        out = bytearray(b"head")
-        got = impl.merge_encoded(pages, offsets, counts, more, out, n, max_bytes, reverse)
-        answers.append((bytes(out), got))
+        out = [bytearray(b"head")]
+        got = impl.merge_encoded(
+            pages, offsets, counts, more, out, n, max_bytes, reverse, view_bytes
+        )
+        answers.append((_parts(out), got))
+        for part in out[1:]:  # views of long runs; short runs copied, several to a bytearray
+            assert len(part) >= view_bytes if isinstance(part, memoryview) else view_bytes > 0
     assert answers[0] == answers[1]
-    out, (taken, new_offsets, sizes, lasts, bodies) = answers[0]
+    got_parts, (taken, new_offsets, sizes, lasts, bodies) = answers[0]
+    out = b"".join(p for _, p in got_parts)
     rows, row_parts, row_taken, row_bytes, _ = c.merge_rows(
         bufs, starts, more, parts, n, max_bytes, reverse
     )
@@ -358,14 +371,12 @@ def test_merge_encoded_refuses_what_is_not_its_count_of_tmessages(
     for page in (bytearray(junk), bytearray(good[:cut] + junk)):
         answers = []
         for impl in (py, c):
-            out = bytearray()
-            answers.append(
-                (outcome(impl.merge_encoded, [page], [0], [count], [False], out, 9, 999, False),
-                 bytes(out))
-            )  # fmt: skip
+            out: list = []
+            got = outcome(impl.merge_encoded, [page], [0], [count], [False], out, 9, 999, False, 0)
+            answers.append((got, _parts(out)))
         assert answers[0] == answers[1]
         if answers[0][0][0] != "ok":
-            assert answers[0] == (("ValueError", answers[0][0][1]), b"")
+            assert answers[0] == (("ValueError", answers[0][0][1]), [])
 
 
 @c_only
@@ -373,11 +384,11 @@ def test_merge_encoded_refuses_bad_arguments() -> None:
     for impl in (py, _c("gateway._merge")):
         page = bytearray(tmessage(1, 0, 0, b"t", b"v"))
         with pytest.raises(ValueError, match="offset is outside"):
-            impl.merge_encoded([page], [99], [1], [False], bytearray(), 5, 99, False)
+            impl.merge_encoded([page], [99], [1], [False], [], 5, 99, False, 0)
         with pytest.raises(ValueError, match="differ in length"):
-            impl.merge_encoded([page], [0, 0], [1], [False], bytearray(), 5, 99, False)
-        with pytest.raises(ValueError, match="out must not be"):
-            impl.merge_encoded([page], [0], [1], [False], page, 5, 99, False)
+            impl.merge_encoded([page], [0, 0], [1], [False], [], 5, 99, False, 0)
+        with pytest.raises(ValueError, match="last part must not be"):
+            impl.merge_encoded([page], [0], [1], [False], [page], 5, 99, False, 1 << 20)
 
 
 @c_only

@@ -1,0 +1,72 @@
+"""SocketWriter.write_parts: a reply in parts (a merged scan's head, the pages' runs, an end
+byte) leaves in one sendmsg, whole and in order, whatever the socket takes per call."""
+
+from __future__ import annotations
+
+import gevent
+import gevent.socket
+import pytest
+from thriftpy2.transport import TTransportException
+
+from gateway.wire import ReplyBudget, SocketWriter
+
+
+def _pair(sndbuf: int = 4096) -> tuple[gevent.socket.socket, gevent.socket.socket]:
+    a, b = gevent.socket.socketpair()
+    a.setsockopt(gevent.socket.SOL_SOCKET, gevent.socket.SO_SNDBUF, sndbuf)
+    b.setsockopt(gevent.socket.SOL_SOCKET, gevent.socket.SO_RCVBUF, sndbuf)
+    return a, b
+
+
+def _read(sock: gevent.socket.socket, n: int) -> bytes:
+    got = bytearray()
+    while len(got) < n:
+        chunk = sock.recv(min(65536, n - len(got)))
+        if not chunk:
+            break
+        got += chunk
+        gevent.sleep(0)  # a slow reader: the writer meets partial sends
+    return bytes(got)
+
+
+def _parts(count: int, size: int) -> list[bytes | bytearray | memoryview]:
+    page = bytearray(bytes(range(256)) * (size // 256 + 1))
+    parts: list[bytes | bytearray | memoryview] = [b"head"]
+    for i in range(count):
+        parts.append(memoryview(page)[i % 7 : i % 7 + size])
+        parts.append(b"" if i % 3 == 0 else bytearray([i % 251]))  # empty parts too
+    parts.append(b"\x00")
+    return parts
+
+
+@pytest.mark.parametrize("vectored", [True, False])
+@pytest.mark.parametrize(("count", "size"), [(3, 300_000), (1500, 40)])  # past one sendmsg's iovecs
+def test_parts_arrive_whole_and_in_order(vectored: bool, count: int, size: int) -> None:
+    a, b = _pair()
+    budget = ReplyBudget(1 << 30)
+    parts = _parts(count, size)
+    want = b"".join(bytes(p) for p in parts)
+    writer = SocketWriter(a, 5.0, budget, vectored=vectored)
+    reader = gevent.spawn(_read, b, len(want))
+    writer.write_parts(parts)
+    assert reader.get(timeout=10) == want
+    assert budget.used == 0
+    if vectored:
+        assert writer.largest == len(want)  # one write (TLS sends part after part)
+    a.close()
+    b.close()
+
+
+def test_a_client_that_reads_nothing_times_the_parts_out() -> None:
+    a, b = _pair()
+    budget = ReplyBudget(1 << 30)
+    writer = SocketWriter(a, 0.3, budget)
+    started = gevent.get_hub().loop.now()
+    with pytest.raises(TTransportException) as raised:
+        writer.write_parts([b"head", bytes(4 << 20), b"\x00"])
+    assert raised.value.type == TTransportException.TIMED_OUT
+    assert "read no reply" in str(raised.value)
+    assert gevent.get_hub().loop.now() - started < 3
+    assert budget.used == 0  # the reply's bytes are given back
+    a.close()
+    b.close()
