@@ -53,10 +53,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+def stat_fields(path: str) -> list[str]:
+    """The fields of a ``/proc/.../stat`` file after the command's name (which may hold
+    spaces and parentheses): the state is ``[0]``, minflt ``[7]``, utime ``[11]``."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """utime + stime of a process (all its threads), or of its thread ``tid``, in seconds."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    fields = stat_fields(path)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

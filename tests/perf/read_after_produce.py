@@ -23,10 +23,14 @@ import time
 from pathlib import Path
 
 from loadtests.benchmarks.kafka_clients import Job, hq_create, hq_fill, run_jobs
-from loadtests.benchmarks.servers import Server, quiesce, start_gateway
+from loadtests.benchmarks.servers import (
+    Server,
+    cpu_seconds,
+    quiesce,
+    start_gateway,
+    stat_fields,
+)
 from tests.perf.server_cpu import READ_TOTAL, measure
-
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
@@ -34,18 +38,16 @@ def thread_cpu(pid: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
             name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            out[f"{name}:{tid}"] = cpu_seconds(pid, int(tid))
         except OSError:  # the thread ended meanwhile
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[f"{name}:{tid}"] = (int(fields[11]) + int(fields[12])) / _TICK
     return out
 
 
 def process_io(pid: int) -> dict[str, int]:
     """Minor and major faults, bytes read from the disk and through read calls."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = stat_fields(f"/proc/{pid}/stat")
     io = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
     return {
         "minflt": int(fields[7]),
