@@ -413,10 +413,12 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
         goto done;
     }
     Py_ssize_t h = 0;
+    /* short runs are copied into out's last part: it must not be a buffer they come from */
+    Py_ssize_t parts = PyList_GET_SIZE(out);
+    PyObject *tail = parts ? PyList_GET_ITEM(out, parts - 1) : NULL;
     for (Py_ssize_t c = 0; c < k; c++) {
         PyObject *buf = PyList_GET_ITEM(buffers, c);
-        Py_ssize_t parts = PyList_GET_SIZE(out);
-        if (parts && buf == PyList_GET_ITEM(out, parts - 1)) {
+        if (buf == tail) {
             PyErr_SetString(PyExc_ValueError, "out's last part must not be one of the buffers");
             goto done;
         }
