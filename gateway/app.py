@@ -366,6 +366,7 @@ def open_store(config: GatewayConfig) -> PartitionStore:
             ttl_sweep_interval=config.ttl_sweep_interval,
             log_segment_bytes=config.log_segment_bytes,
             direct_io=config.direct_io,
+            block_cache_bytes=config.block_cache_bytes,
         )
     from .store.hbase import HBaseStore  # happybase is only needed for this backend
     from .store.hbase_schema import HBaseAddress

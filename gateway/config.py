@@ -99,6 +99,16 @@ class GatewayConfig:
         to_config=lambda mib: mib << 20,
         from_config=lambda size: size >> 20,
     )
+    block_cache_bytes: int = flag(
+        256 << 20,
+        "embedded store: RocksDB's block cache, one for all queues; a flush puts the file it "
+        "writes in it, so a consumer shortly behind its producers reads from memory",
+        name="--block-cache-mb",
+        metavar="MIB",
+        unit=MIB,
+        to_config=lambda mib: mib << 20,
+        from_config=lambda size: size >> 20,
+    )
     direct_io: str = flag(
         "auto",
         "embedded store: RocksDB's flushes and compactions write with O_DIRECT, past the page "

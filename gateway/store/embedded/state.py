@@ -24,7 +24,7 @@ from ..gate import Gate
 from ..wal import SEGMENT_BYTES, WriteAheadLog
 from .commit import GroupCommit, _Group
 from .cursors import _Cursors
-from .layout import DIRECT_IO_CHOICES, _Layout
+from .layout import BLOCK_CACHE_BYTES, DIRECT_IO_CHOICES, _Layout
 from .messagelog import _Closed
 
 log = logging.getLogger(__name__)
@@ -40,11 +40,16 @@ class _State:
         ttl_sweep_interval: float = 60.0,
         log_segment_bytes: int = SEGMENT_BYTES,
         direct_io: str = "auto",
+        block_cache_bytes: int = BLOCK_CACHE_BYTES,
     ):
         if ttl_sweep_interval <= 0:
             raise ValueError("'ttl_sweep_interval' must be > 0 seconds")
         if direct_io not in DIRECT_IO_CHOICES:
             raise ValueError(f"'direct_io' must be one of {', '.join(DIRECT_IO_CHOICES)}")
+        if block_cache_bytes < 1 << 20:
+            raise ValueError("'block_cache_bytes' must be at least 1 MiB")
+        # the process's one block cache (layout._BLOCK_CACHE) is sized at open
+        self._block_cache_bytes = block_cache_bytes
         # RocksDB's flushes and compactions with O_DIRECT (layout._options): "auto" where the
         # data dir takes it; ``direct_io`` says what the open store does
         self._direct_io = direct_io

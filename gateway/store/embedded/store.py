@@ -66,7 +66,8 @@ class EmbeddedStore(
         self._sweeper = gevent.spawn(self._sweep_loop)
         self._expirer = gevent.spawn(self._expire_loop)
         log.info(
-            "embedded store open at %s with %d queue(s)%s", self.path, len(self._queues),
+            "embedded store open at %s with %d queue(s), a %d MiB block cache%s", self.path,
+            len(self._queues), self._block_cache_bytes >> 20,
             ", flushes with O_DIRECT" if self.direct_io else "",
         )  # fmt: skip
 
