@@ -288,9 +288,12 @@ def test_stalled_subscriber_keeps_gateway_memory_bounded(
     tmp_path: Path,
 ) -> None:
     # (also: 200 MB of puts in a few seconds overwhelm the tests' one-JVM HBase)
+    # The block cache takes each flushed file (up to --block-cache-mb, 256 MiB by default: it
+    # held 200 MB more here with it); kept small so that what grows is what the push holds.
     gw = start_gateway(
         *registry.gateway_flags(),
         "--push-timeout", "1", "--push-buffer", "2000", "--push-buffer-bytes", "2000000",
+        "--block-cache-mb", "16",
     )  # fmt: skip
     client = gw.client()
     new_queue(client, queue_name, 1)
@@ -310,9 +313,10 @@ def test_stalled_subscriber_keeps_gateway_memory_bounded(
         written += 200 * 4000
     time.sleep(2)  # the sender times out and retries the same batch meanwhile
     growth = process.memory_info().rss - before
-    # RocksDB's memtable (64 MiB) and allocator slack grow with writes, subscriber or not
-    # (about 75 MB here); the push buffer is bounded at 2 MB. Buffering what the subscriber
-    # cannot take would hold all 200 MB (plus Python's overhead per message).
+    # RocksDB's memtable (64 MiB), its block cache (16 MiB) and allocator slack grow with
+    # writes, subscriber or not (about 75 MB here); the push buffer is bounded at 2 MB.
+    # Buffering what the subscriber cannot take would hold all 200 MB (plus Python's overhead
+    # per message).
     assert growth < 120e6, f"gateway grew {growth / 1e6:.0f} MB for {written / 1e6:.0f} MB"
     lines = read_jsonl(out)
     assert all(line["tag"] == "stalled" for line in lines)

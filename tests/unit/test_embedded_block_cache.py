@@ -84,8 +84,11 @@ def test_a_just_flushed_file_is_read_from_the_block_cache(tmp_path: Path, cache_
         before = _rchar()
         assert _read_everything(s, meta) == (PUTS * PER_PUT, DATA)
         read = _rchar() - before
+        held = layout._BLOCK_CACHE.get_usage()
+        assert held <= cache_mib << 20  # the cache's memory stays within its size
         if cache_mib == 256:
             assert read < DATA // 8, f"{read} bytes read through read calls"
+            assert held > DATA * 0.9  # the flushed file, all of it
         else:
             assert read > DATA // 2, f"only {read} bytes read through read calls"
     finally:
