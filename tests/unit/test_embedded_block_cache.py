@@ -84,7 +84,7 @@ def test_a_just_flushed_file_is_read_from_the_block_cache(tmp_path: Path, cache_
         before = _rchar()
         assert _read_everything(s, meta) == (PUTS * PER_PUT, DATA)
         read = _rchar() - before
-        held = layout._BLOCK_CACHE.get_usage()
+        held = s.block_cache_bytes()
         assert held <= cache_mib << 20  # the cache's memory stays within its size
         if cache_mib == 256:
             assert read < DATA // 8, f"{read} bytes read through read calls"

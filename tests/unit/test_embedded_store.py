@@ -188,13 +188,14 @@ def test_partitions_sharing_a_family_stay_apart(store: EmbeddedStore) -> None:
 def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -> None:
     """A data dir written before regions: queue metadata without 'families', all partitions in
     one column family <name>@<generation>."""
-    from rocksdict import Rdict, WriteBatch
+    from rocksdict import Cache, Rdict, WriteBatch
 
-    db = Rdict(str(tmp_path / "rocksdb"), layout._options())
+    cache = Cache(8 << 20)
+    db = Rdict(str(tmp_path / "rocksdb"), layout._options(cache))
     meta = QueueMeta("old", 3, 3600, generation=1)
     db.put(b"queue\x00old", meta.to_json())
     db.put(b"generation", b"1")
-    db.create_column_family("old@1", layout._options())
+    db.create_column_family("old@1", layout._options(cache))
     batch = WriteBatch(raw_mode=True)
     handle = db.get_column_family_handle("old@1")
     for p in range(3):

@@ -94,13 +94,14 @@ def check_compression(meta: QueueMeta) -> None:
         )
 
 
-# RocksDB's block cache, one for all families (each family's table options made a 32 MiB cache
-# of their own before: up to 8 GiB with FAMILY_BUDGET families). A flush puts the blocks of the
-# file it writes into it (prepopulate_block_cache=kFlushOnly): with --direct-io the file is not
-# in the page cache, and a consumer one memtable behind the producers read it from the disk
-# (tests/perf/read_after_produce.py: 106 MB read for 1M messages, the read's CPU up by half).
+# RocksDB's block cache, one per store for all its families (each family's table options made
+# a 32 MiB cache of their own before: up to 8 GiB with FAMILY_BUDGET families). A flush puts the
+# blocks of the file it writes into it (prepopulate_block_cache=kFlushOnly): with --direct-io the
+# file is not in the page cache, and a consumer one memtable behind the producers read it from
+# the disk (tests/perf/read_after_produce.py: 106 MB read for 1M messages, the read's CPU up by
+# half). Made at its size, not resized: RocksDB shards a cache by its size at creation, and a
+# 256 MiB cache shrunk to 8 MiB had shards too small to keep a 64 KiB block.
 BLOCK_CACHE_BYTES = 256 << 20
-_BLOCK_CACHE = Cache(BLOCK_CACHE_BYTES)
 # rocksdict has no setter for prepopulate_block_cache; RocksDB reads it from an options file
 # (its INI format, documented in RocksDB's examples/rocksdb_option_file_example.ini).
 _TABLE_OPTIONS_FILE = f"""[Version]
@@ -114,14 +115,14 @@ _TABLE_OPTIONS_FILE = f"""[Version]
 """
 
 
-def _table_options() -> Options:
-    """Options whose block-based table factory has BLOCK_BYTES blocks and the shared block
-    cache, filled by flushes; where the options file cannot be written (a full temp dir), the
+def _table_options(cache: Cache) -> Options:
+    """Options whose block-based table factory has BLOCK_BYTES blocks and the block cache
+    ``cache``, filled by flushes; where the options file cannot be written (a full temp dir), the
     same without prepopulating (reads of a just-flushed file then go to the page cache)."""
     try:
         with tempfile.TemporaryDirectory(prefix="hqueue-rocksdb-options-") as scratch:
             Path(scratch, "OPTIONS-000001").write_text(_TABLE_OPTIONS_FILE)
-            _, families = Options.load_latest(scratch, Env(), False, _BLOCK_CACHE)
+            _, families = Options.load_latest(scratch, Env(), False, cache)
         return families["default"]
     except Exception as exc:  # OSError, or rocksdict's plain Exception
         log.warning(
@@ -131,15 +132,15 @@ def _table_options() -> Options:
         opts = Options(raw_mode=True)
         table = BlockBasedOptions()
         table.set_block_size(BLOCK_BYTES)
-        table.set_block_cache(_BLOCK_CACHE)
+        table.set_block_cache(cache)
         opts.set_block_based_table_factory(table)
         return opts
 
 
-def _options(direct_io: bool = False, compression: str = "NONE") -> Options:
+def _options(cache: Cache, direct_io: bool = False, compression: str = "NONE") -> Options:
     """RocksDB's options for the database (``direct_io`` applies there) and its families (of
-    a queue compressed with ``compression``, a key of CODECS)."""
-    opts = _table_options()
+    a queue compressed with ``compression``, a key of CODECS), with the store's block cache."""
+    opts = _table_options(cache)
     opts.create_if_missing(True)
     opts.create_missing_column_families(True)
     opts.increase_parallelism(2)
@@ -267,7 +268,7 @@ class _Families(_State):
         codec = layout.compression
         for name in layout.names():
             if create:
-                options = _options(compression=codec)
+                options = _options(self._block_cache, compression=codec)
                 self._db_call(pool.apply, db.create_column_family, (name, options))
             cf = self._db_call(db.get_column_family, name)
             if not create and codec != "NONE":

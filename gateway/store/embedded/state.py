@@ -14,6 +14,7 @@ import gevent.event
 import gevent.lock
 import gevent.queue
 from rocksdict import (
+    Cache,
     Rdict,
     WriteOptions,
 )
@@ -48,8 +49,8 @@ class _State:
             raise ValueError(f"'direct_io' must be one of {', '.join(DIRECT_IO_CHOICES)}")
         if block_cache_bytes < 1 << 20:
             raise ValueError("'block_cache_bytes' must be at least 1 MiB")
-        # the process's one block cache (layout._BLOCK_CACHE) is sized at open
         self._block_cache_bytes = block_cache_bytes
+        self._block_cache = Cache(block_cache_bytes)  # of all families (layout._options)
         # RocksDB's flushes and compactions with O_DIRECT (layout._options): "auto" where the
         # data dir takes it; ``direct_io`` says what the open store does
         self._direct_io = direct_io

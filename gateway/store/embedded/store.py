@@ -108,6 +108,11 @@ class EmbeddedStore(
                 log.warning("closing the embedded store: %s", exc)
         self._close()
 
+    def block_cache_bytes(self) -> int:
+        """Bytes RocksDB's block cache holds now (at most ``block_cache_bytes``), for the
+        metrics."""
+        return int(self._block_cache.get_usage())
+
     # -- metadata -------------------------------------------------------------------------
 
     def list_queues(self) -> list[QueueMeta]:

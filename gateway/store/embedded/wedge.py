@@ -30,7 +30,7 @@ from ...errors import StoreError
 from ..base import QueueMeta
 from ..wal import LogError
 from .extras import EXTRAS_FAMILY
-from .layout import _BLOCK_CACHE, _META_PREFIX, _Layout, _options, supports_direct_io
+from .layout import _META_PREFIX, _Layout, _options, supports_direct_io
 from .records import FORMAT_KEY, STORE_FORMAT
 
 if TYPE_CHECKING:
@@ -70,14 +70,17 @@ class _Wedge(_State):
         """Opens RocksDB, its queues and families, and replays the write-ahead log into it
         (at start, and when the store reopens itself: see _heal_loop). On failure everything
         opened is closed again."""
-        _BLOCK_CACHE.set_capacity(self._block_cache_bytes)
         try:
             existing = Rdict.list_cf(str(self.path)) if (self.path / "CURRENT").exists() else []
-            families = {name: _options() for name in existing if name != "default"}
+            families = {
+                name: _options(self._block_cache) for name in existing if name != "default"
+            }
             direct = self._direct_io == "on" or (
                 self._direct_io == "auto" and supports_direct_io(self.path)
             )
-            self._db = Rdict(str(self.path), _options(direct), column_families=families)
+            self._db = Rdict(
+                str(self.path), _options(self._block_cache, direct), column_families=families
+            )
             self.direct_io = direct
         except Exception as exc:  # rocksdict raises plain Exception
             raise StoreError(f"cannot open the embedded store at {self.path}: {exc}") from exc
