@@ -224,7 +224,7 @@ class Gateway:
                 if self.cluster is not None:  # what this member owns right now
                     for name in queues:
                         stats.set_partitions_owned(name, len(self.cluster.owned(name)))
-                return {
+                live = {
                     "queues": queues,
                     "open_scanners": len(self.scanners),
                     "open_connections": server.open_connections,
@@ -232,6 +232,10 @@ class Gateway:
                     "scanner_bytes": self.scanners.meter.used,
                     "reply_bytes": server.replies.used,
                 }
+                cache = getattr(self.store, "block_cache_bytes", None)  # the embedded store's
+                if cache is not None:
+                    live["block_cache_bytes"] = cache()
+                return live
 
             self.http["metrics"] = serve_wsgi(
                 metrics_app(stats, gauges), self.config.host, self.config.metrics_port, "metrics"

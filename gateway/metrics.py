@@ -165,7 +165,8 @@ class StatsCollector:
 
     ``gauges`` returns the values read at scrape time: ``open_scanners``,
     ``open_connections``, ``connections_accepted``, ``queues`` (each queue that exists: its
-    partition count), and optionally ``scanner_bytes`` and ``reply_bytes``.
+    partition count), and optionally ``scanner_bytes``, ``reply_bytes`` and (the embedded
+    store) ``block_cache_bytes``.
     """
 
     def __init__(self, stats: GatewayStats, gauges: Callable[[], dict[str, Any]]) -> None:
@@ -212,6 +213,12 @@ class StatsCollector:
             "Bytes of replies being sent on all connections, capped by --max-reply-bytes.",
             live.get("reply_bytes", 0),
         )
+        if "block_cache_bytes" in live:
+            yield _gauge(
+                "hqueue_block_cache_bytes",
+                "Bytes the embedded store's RocksDB block cache holds, capped by --block-cache-mb.",
+                live["block_cache_bytes"],
+            )
         c = CounterMetricFamily("hqueue_connections", "Thrift connections accepted.")
         c.add_metric([], live["connections_accepted"])
         yield c

@@ -155,6 +155,32 @@ def test_metrics_count_puts_scans_errors_and_push(
     c.close()
 
 
+def test_the_block_cache_gauge_fills_with_flushes_and_stays_within_its_flag(
+    start_gateway: GatewayFactory, queue_name: str
+) -> None:
+    """40 MB of puts with 1 MiB log segments: the log's releases flush RocksDB, each flush
+    fills the block cache, and the gauge shows it filled up to --block-cache-mb and no more."""
+    port = free_port()
+    gw = start_gateway(
+        "--metrics-port", str(port), "--log-segment-mb", "1", "--block-cache-mb", "8"
+    )  # fmt: skip
+    c = gw.client()
+    q = queue_name.encode()
+    c.createQueue(q, 1, 3600, {})
+    assert value(scrape(port), "hqueue_block_cache_bytes") < 1 << 20  # nothing flushed yet
+    T = hqueue_thrift()
+    body = b"x" * 4000
+    for _ in range(100):  # 100 x 100 x 4 kB, each put smaller than a log segment
+        msgs = [T.TMessage(topic=b"t", value=body + str(j).encode()) for j in range(100)]
+        c.putMessagesWithPid(q, 0, msgs)
+    wait_until(
+        lambda: value(scrape(port), "hqueue_block_cache_bytes") > 4 << 20, 20,
+        what="flushes to fill the block cache",
+    )  # fmt: skip
+    assert value(scrape(port), "hqueue_block_cache_bytes") <= 8 << 20
+    c.close()
+
+
 def test_metrics_and_console_are_off_by_default_and_ports_checked(
     start_gateway: GatewayFactory, tmp_path: Path
 ) -> None:
