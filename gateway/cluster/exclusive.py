@@ -88,6 +88,13 @@ class NamespaceLease:
             self._current = self._value_written
             return
         current = self.meta.gateway_lease()
+        if current is not None and _holder(current) == self.holder:
+            # Our own later value: a renewal that HBase applied but whose answer was lost (the
+            # call timed out while HBase restarted). Nobody took the namespace; go on from it.
+            if self.meta.swap_gateway_lease(current, self._value()):
+                self._current = self._value_written
+                return
+            current = self.meta.gateway_lease()
         if self.mode == "cluster":  # the leader changed: take the mark over if it is ours
             self._refuse_if_taken(current)
             if self.meta.swap_gateway_lease(current, self._value()):
@@ -152,6 +159,14 @@ class NamespaceLease:
             "cluster: start every gateway with --zookeeper HOST:PORT[/CHROOT] (or wait "
             f"{self.ttl:g} s after the other one died)"
         )
+
+
+def _holder(raw: bytes) -> str | None:
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return None
+    return d.get("holder") if isinstance(d, dict) else None
 
 
 def _describe(raw: bytes | None) -> str:

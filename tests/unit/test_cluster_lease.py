@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hqueue.toolkit.commands import _ranges, format_gateways
 
+from gateway.cluster import exclusive
 from gateway.cluster.exclusive import NamespaceLease, NamespaceTaken
 from gateway.cluster.lease import WriteLease
 from gateway.errors import StoreError
@@ -123,6 +124,42 @@ def test_a_lone_gateway_whose_lease_was_taken_stops_writing() -> None:
         mine.renew()
     with pytest.raises(StoreError, match="lost its exclusive lease"):
         mine.check()
+
+
+class LostAnswerMeta(FakeMeta):
+    """HBase restarting: the next swap is applied, but its answer never arrives."""
+
+    lose_next = False
+
+    def swap_gateway_lease(self, expected: bytes | None, value: bytes) -> bool:
+        swapped = super().swap_gateway_lease(expected, value)
+        if self.lose_next:
+            self.lose_next = False
+            raise StoreError("HBase Thrift at 127.0.0.1:9090: timed out")
+        return swapped
+
+
+@pytest.mark.parametrize("mode", ["single", "cluster"])
+def test_a_renewal_whose_answer_was_lost_does_not_lose_the_lease(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI run of 2026-12-06 03:58: a lone gateway's renewal timed out while HBase
+    restarted, HBase had applied it, and the next renewal took the gateway's own value for
+    another gateway's and stopped writing ("another gateway took namespace ... (single mode,
+    <its own address>)")."""
+    clock = iter(range(wall_clock_ms(), wall_clock_ms() + 10**9, 10_000))  # 10 s per call
+    monkeypatch.setattr(exclusive, "wall_clock_ms", lambda: next(clock))
+    meta = LostAnswerMeta()
+    mine = lease(meta, mode)
+    mine.acquire()
+    meta.lose_next = True
+    with pytest.raises(StoreError, match="timed out"):
+        mine.renew()
+    mine.renew()  # finds its own value there and carries on
+    mine.check()
+    assert json.loads(meta.cell or b"")["holder"] == mine.holder
+    with pytest.raises(NamespaceTaken, match="--zookeeper"):
+        lease(meta, advertise="b:2").acquire()  # still held
 
 
 def test_a_clean_stop_frees_the_namespace() -> None:
