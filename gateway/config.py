@@ -37,9 +37,10 @@ class Flag:
     """How one setting appears on the command line.
 
     ``unit``: SECONDS (a float that must be > 0), ``bytes`` or ``MiB`` (an int >= 1, the
-    default also shown in MiB), or None. ``check``: ``"positive"`` (> 0), ``"count"`` (>= 1),
-    ``"port"`` (0..65535) or None; units imply one. ``to_config`` turns the parsed value into
-    the field's (and ``from_config`` the field's default into the flag's)."""
+    default also shown in MiB; the field holds bytes), or None. ``check``: ``"positive"``
+    (> 0), ``"count"`` (>= 1), ``"port"`` (0..65535) or None; units imply one. ``to_config``
+    turns the parsed value into the field's (and ``from_config`` the field's default into the
+    flag's); MiB implies both."""
 
     help: str
     name: str | None = None  # default: --<field-name-with-dashes>
@@ -51,6 +52,13 @@ class Flag:
     type: Callable[[str], Any] | None = None  # default: the field's type
     to_config: Callable[[Any], Any] | None = None
     from_config: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.unit == MIB:  # the flag in MiB, the field in bytes
+            if self.to_config is None:
+                object.__setattr__(self, "to_config", lambda mib: mib << 20)
+            if self.from_config is None:
+                object.__setattr__(self, "from_config", lambda size: size >> 20)
 
 
 def flag(default: Any = dataclasses.MISSING, help: str = "", **kw: Any) -> Any:
@@ -96,8 +104,6 @@ class GatewayConfig:
         name="--log-segment-mb",
         metavar="MIB",
         unit=MIB,
-        to_config=lambda mib: mib << 20,
-        from_config=lambda size: size >> 20,
     )
     block_cache_bytes: int = flag(
         256 << 20,
@@ -106,8 +112,6 @@ class GatewayConfig:
         name="--block-cache-mb",
         metavar="MIB",
         unit=MIB,
-        to_config=lambda mib: mib << 20,
-        from_config=lambda size: size >> 20,
     )
     direct_io: str = flag(
         "auto",
