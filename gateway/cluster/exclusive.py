@@ -88,7 +88,7 @@ class NamespaceLease:
             self._current = self._value_written
             return
         current = self.meta.gateway_lease()
-        if current is not None and _holder(current) == self.holder:
+        if _lease(current).get("holder") == self.holder:
             # Our own later value: a renewal that HBase applied but whose answer was lost (the
             # call timed out while HBase restarted). Nobody took the namespace; go on from it.
             if self.meta.swap_gateway_lease(current, self._value()):
@@ -139,7 +139,7 @@ class NamespaceLease:
         return self._value_written
 
     def _refuse_if_taken(self, raw: bytes | None) -> None:
-        d = json.loads(raw) if raw else {}
+        d = _lease(raw)
         if not d or d.get("expires_ms", 0) <= wall_clock_ms() or d.get("holder") == self.holder:
             return
         same_gateway = d.get("mode") == "single" and d.get("advertise") == self.advertise
@@ -161,14 +161,11 @@ class NamespaceLease:
         )
 
 
-def _holder(raw: bytes) -> str | None:
-    try:
-        d = json.loads(raw)
-    except ValueError:
-        return None
-    return d.get("holder") if isinstance(d, dict) else None
+def _lease(raw: bytes | None) -> dict[str, Any]:
+    """The \\x02gateway cell's record ({} for none)."""
+    return json.loads(raw) if raw else {}
 
 
 def _describe(raw: bytes | None) -> str:
-    d = json.loads(raw) if raw else {}
+    d = _lease(raw)
     return f"{d.get('mode')} mode, {d.get('advertise')}" if d else "nobody"
