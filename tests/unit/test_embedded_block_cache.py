@@ -11,7 +11,6 @@ saves.
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -95,22 +94,61 @@ def test_a_just_flushed_file_is_read_from_the_block_cache(tmp_path: Path, cache_
         s.stop()
 
 
-def test_without_a_writable_temp_dir_the_store_opens_without_prepopulating(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_where_the_options_file_cannot_be_written_the_store_opens_without_prepopulating(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The options file goes through the temp dir; where it cannot be written (a full or
-    missing /tmp) the store still opens, with the same block size and shared cache, and says
-    so."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
-    s = EmbeddedStore(tmp_path / "data")
+    """The options file is the store's own (``rocksdb-options/`` in its data dir); where it
+    cannot be written (here a file stands where its directory goes, as a full disk at the
+    first start would refuse it) the store still opens, with the same block size and shared
+    cache, and says so once, not once per family."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / layout.TABLE_OPTIONS_DIR).write_text("not a directory")
+    s = EmbeddedStore(data)
     with caplog.at_level(logging.WARNING, logger=layout.__name__):
         s.start()
     try:
-        assert "flushes do not fill the block cache" in caplog.text
         meta = _fill_and_flush(s)
+        s.create_queue(QueueMeta("more", 4, 3600))  # four more families
+        warned = [r for r in caplog.records if "flushes do not fill the block cache" in r.message]
+        assert len(warned) == 1, caplog.text
         assert set(_table_option(s.path, "prepopulate_block_cache")) == {"kDisable"}
         assert set(_table_option(s.path, "block_size")) == {str(layout.BLOCK_BYTES)}
         assert _read_everything(s, meta) == (PUTS * PER_PUT, DATA)
+    finally:
+        s.stop()
+
+
+def test_the_options_file_is_written_once_and_rewritten_only_when_it_differs(
+    tmp_path: Path,
+) -> None:
+    """Written at the first start, then kept: a restart (or a full disk by then) does not
+    write it again; a torn or older file is replaced, and a temp file a crash left behind is
+    not taken for options."""
+    written = tmp_path / layout.TABLE_OPTIONS_DIR / "OPTIONS-000001"
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    s.create_queue(QueueMeta("q", 8, 3600))
+    s.stop()
+    first = written.stat()
+    assert written.read_text() == layout._TABLE_OPTIONS_FILE
+    (written.parent / "OPTIONS.writing").write_text("[Version]\n  garbage")  # a crash's
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        assert set(_table_option(s.path, "prepopulate_block_cache")) == {"kFlushOnly"}
+    finally:
+        s.stop()
+    assert (written.stat().st_ino, written.stat().st_mtime_ns) == (
+        first.st_ino,
+        first.st_mtime_ns,
+    )
+    written.write_text(layout._TABLE_OPTIONS_FILE[:40])  # torn mid-write, or another version
+    s = EmbeddedStore(tmp_path)
+    s.start()
+    try:
+        assert written.read_text() == layout._TABLE_OPTIONS_FILE
+        assert set(_table_option(s.path, "prepopulate_block_cache")) == {"kFlushOnly"}
     finally:
         s.stop()
 

@@ -190,12 +190,12 @@ def test_queues_stored_in_one_family_before_regions_still_open(tmp_path: Path) -
     one column family <name>@<generation>."""
     from rocksdict import Cache, Rdict, WriteBatch
 
-    cache = Cache(8 << 20)
-    db = Rdict(str(tmp_path / "rocksdb"), layout._options(cache))
+    tables = layout.TableOptions(tmp_path / layout.TABLE_OPTIONS_DIR, Cache(8 << 20))
+    db = Rdict(str(tmp_path / "rocksdb"), layout._options(tables))
     meta = QueueMeta("old", 3, 3600, generation=1)
     db.put(b"queue\x00old", meta.to_json())
     db.put(b"generation", b"1")
-    db.create_column_family("old@1", layout._options(cache))
+    db.create_column_family("old@1", layout._options(tables))
     batch = WriteBatch(raw_mode=True)
     handle = db.get_column_family_handle("old@1")
     for p in range(3):

@@ -147,7 +147,7 @@ class _Extras(_State):
     def _open_extras(self, *, create: bool) -> None:
         db = self._db_required()
         if create:
-            db.create_column_family(EXTRAS_FAMILY, _options(self._block_cache))
+            db.create_column_family(EXTRAS_FAMILY, _options(self._tables))
         self._extras = (
             db.get_column_family(EXTRAS_FAMILY),
             db.get_column_family_handle(EXTRAS_FAMILY),

@@ -25,7 +25,7 @@ from ..gate import Gate
 from ..wal import SEGMENT_BYTES, WriteAheadLog
 from .commit import GroupCommit, _Group
 from .cursors import _Cursors
-from .layout import BLOCK_CACHE_BYTES, DIRECT_IO_CHOICES, _Layout
+from .layout import BLOCK_CACHE_BYTES, DIRECT_IO_CHOICES, TABLE_OPTIONS_DIR, TableOptions, _Layout
 from .messagelog import _Closed
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ class _State:
             raise ValueError("'block_cache_bytes' must be at least 1 MiB")
         self._block_cache_bytes = block_cache_bytes
         self._block_cache = Cache(block_cache_bytes)  # of all families (layout._options)
+        self._tables = TableOptions(Path(data_dir) / TABLE_OPTIONS_DIR, self._block_cache)
         # RocksDB's flushes and compactions with O_DIRECT (layout._options): "auto" where the
         # data dir takes it; ``direct_io`` says what the open store does
         self._direct_io = direct_io

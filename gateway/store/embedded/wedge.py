@@ -72,14 +72,12 @@ class _Wedge(_State):
         opened is closed again."""
         try:
             existing = Rdict.list_cf(str(self.path)) if (self.path / "CURRENT").exists() else []
-            families = {
-                name: _options(self._block_cache) for name in existing if name != "default"
-            }
+            families = {name: _options(self._tables) for name in existing if name != "default"}
             direct = self._direct_io == "on" or (
                 self._direct_io == "auto" and supports_direct_io(self.path)
             )
             self._db = Rdict(
-                str(self.path), _options(self._block_cache, direct), column_families=families
+                str(self.path), _options(self._tables, direct), column_families=families
             )
             self.direct_io = direct
         except Exception as exc:  # rocksdict raises plain Exception
