@@ -1,8 +1,9 @@
-"""Small helpers shared by the integration tests."""
+"""Small helpers shared by the tests."""
 
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Any
 
 from hqueue.protocol import hqueue_thrift
@@ -72,3 +73,16 @@ def read_answer(T: Any, proto: Any) -> tuple[str, int, Any]:
     result.read(proto)
     proto.read_message_end()
     return name, seqid, result
+
+
+def rocksdb_option(path: Path, name: str, section: str = "") -> list[str]:
+    """``name``'s value in each section of RocksDB's latest OPTIONS file in ``path`` whose
+    header starts with ``[`` + ``section`` (every section by default)."""
+    latest = max(path.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
+    values, inside = [], False
+    for line in latest.read_text().splitlines():
+        if line.startswith("["):
+            inside = line.startswith("[" + section)
+        elif inside and line.strip().startswith(name + "="):
+            values.append(line.split("=", 1)[1].strip())
+    return values

@@ -20,6 +20,7 @@ from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore, layout
+from tests.helpers import rocksdb_option
 
 PUTS, PER_PUT, BODY = 8, 1000, 1000  # 8 MB of bodies
 DATA = PUTS * PER_PUT * BODY
@@ -57,15 +58,7 @@ def _read_everything(s: EmbeddedStore, meta: QueueMeta) -> tuple[int, int]:
 
 
 def _table_option(path: Path, name: str) -> list[str]:
-    """``name``'s value in each table section of RocksDB's latest OPTIONS file."""
-    latest = max(path.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
-    values, in_table = [], False
-    for line in latest.read_text().splitlines():
-        if line.startswith("["):
-            in_table = line.startswith("[TableOptions/BlockBasedTable")
-        elif in_table and line.strip().startswith(name + "="):
-            values.append(line.split("=", 1)[1].strip())
-    return values
+    return rocksdb_option(path, name, "TableOptions/BlockBasedTable")
 
 
 @pytest.mark.parametrize("cache_mib", [256, 1])

@@ -16,6 +16,7 @@ from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
 from gateway.store.embedded import EmbeddedStore, extras, layout
 from gateway.store.embedded import cursors as kept
+from tests.helpers import rocksdb_option
 
 T0 = wall_clock_ms()
 
@@ -340,11 +341,8 @@ def test_a_start_drops_keys_of_generations_no_queue_has(tmp_path: Path) -> None:
 
 
 def _options_file_says(path: Path) -> str:
-    latest = max(path.glob("OPTIONS-*"), key=lambda p: int(p.name.split("-")[1]))
-    for line in latest.read_text().splitlines():
-        if line.strip().startswith("use_direct_io_for_flush_and_compaction="):
-            return line.split("=", 1)[1].strip()
-    raise AssertionError(f"{latest} has no use_direct_io_for_flush_and_compaction")
+    (value,) = rocksdb_option(path, "use_direct_io_for_flush_and_compaction", "DBOptions")
+    return value
 
 
 @pytest.mark.parametrize("mode", ["auto", "on", "off"])
