@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -19,6 +19,7 @@ from .. import peer, rowkey, validation
 from ..errors import InvalidArgument, StoreError
 from ..ids import wall_clock_ms
 from ..store.base import PartitionStore, QueueMeta, Row
+from . import arguments as args
 from . import groups
 from . import pull as pull_module
 from .registry import CheckpointConflict, SubscriptionRegistry
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MIN_LEASE_SECONDS = 1
-MAX_LEASE_SECONDS = 3600
 LAG_COUNT_CAP = 100_000  # listSubscribers counts at most this many messages per partition
 
 
@@ -59,7 +58,7 @@ class SubscriptionService:
         self, meta: QueueMeta, subscription: Any, address: Any, lease_seconds: Any
     ) -> int:
         name, topics, requested, opts = self._subscription(meta, subscription)
-        addr = _text(address, "address")
+        addr = args.text(address, "address")
         try:
             from hqueue_contract.protocol import parse_address
 
@@ -67,13 +66,7 @@ class SubscriptionService:
         except ValueError as exc:
             raise InvalidArgument("address", str(exc)) from None
         peer.check_subscriber_host(host, self.subscriber_hosts)
-        if not isinstance(lease_seconds, int) or not (
-            MIN_LEASE_SECONDS <= lease_seconds <= MAX_LEASE_SECONDS
-        ):
-            raise InvalidArgument(
-                "leaseSeconds",
-                f"must be {MIN_LEASE_SECONDS}..{MAX_LEASE_SECONDS} seconds, got {lease_seconds!r}",
-            )
+        args.lease_seconds(lease_seconds)
         existing = self.registry.get(meta.name, name)
         if opts.shared:
             if existing is not None and groups.kind(existing.members) == "pull":
@@ -100,13 +93,13 @@ class SubscriptionService:
         return lease
 
     def renew(self, meta: QueueMeta, raw_name: Any, lease_id: Any) -> bool:
-        name = _name(raw_name, "subscriberName")
+        name = args.name(raw_name, "subscriberName")
         if not isinstance(lease_id, int):
             raise InvalidArgument("leaseID", f"must be an integer, got {lease_id!r}")
         return self.registry.leases.renew(meta.name, name, lease_id)
 
     def unsubscribe(self, meta: QueueMeta, raw_name: Any, lease_id: Any) -> None:
-        name = _name(raw_name, "subscriberName")
+        name = args.name(raw_name, "subscriberName")
         if not isinstance(lease_id, int):
             raise InvalidArgument("leaseID", f"must be an integer, got {lease_id!r}")
         lease = self.registry.leases.release(meta.name, name, lease_id)
@@ -126,7 +119,7 @@ class SubscriptionService:
     def reset(self, meta: QueueMeta, raw_name: Any, timestamp_ms: Any) -> None:
         """Every partition's checkpoint to just before the first message at or after
         ``timestamp_ms``; a time after a partition's newest message means "from its end"."""
-        name = _name(raw_name, "subscriberName")
+        name = args.name(raw_name, "subscriberName")
         if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool) or timestamp_ms < 0:
             raise InvalidArgument(
                 "timestampMs", f"must be >= 0 (ms since the epoch), got {timestamp_ms!r}"
@@ -158,7 +151,7 @@ class SubscriptionService:
     def replay_dead_letters(self, meta: QueueMeta, raw_name: Any) -> int:
         """Marks the dead letters there now for delivery again to this subscriber only: its
         workers push them from the dead-letter queue (see :mod:`.retry`). Their count."""
-        name = _name(raw_name, "subscriberName")
+        name = args.name(raw_name, "subscriberName")
         if self.registry.get(meta.name, name) is None:
             raise InvalidArgument(
                 "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
@@ -190,10 +183,10 @@ class SubscriptionService:
         self, meta: QueueMeta, raw_name: Any, raw_member: Any, max_messages: Any, max_wait_ms: Any
     ) -> list[Any]:
         """Long poll of a pull member (see :mod:`.pull`)."""
-        name = _name(raw_name, "subscriberName")
-        member = _name(raw_member, "memberID")
-        _int_in(max_messages, "maxMessages", 1, MAX_PULL_MESSAGES)
-        _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
+        name = args.name(raw_name, "subscriberName")
+        member = args.name(raw_member, "memberID")
+        args.int_in(max_messages, "maxMessages", 1, args.MAX_PULL_MESSAGES)
+        args.int_in(max_wait_ms, "maxWaitMs", 0, args.MAX_WAIT_MS)
         manager = self._manager()
         self._join_pull(meta, name, member, manager)
         if self.cluster is not None:  # the member's partitions may be owned elsewhere
@@ -214,10 +207,10 @@ class SubscriptionService:
     ) -> list[Any]:
         """``forwardPull``: another gateway of the cluster pulls for a member from the
         partitions owned here; the member's lease is that gateway's business."""
-        name = _name(raw_name, "subscriberName")
-        member = _name(raw_member, "memberID")
-        _int_in(max_messages, "maxMessages", 1, MAX_PULL_MESSAGES)
-        _int_in(max_wait_ms, "maxWaitMs", 0, MAX_WAIT_MS)
+        name = args.name(raw_name, "subscriberName")
+        member = args.name(raw_member, "memberID")
+        args.int_in(max_messages, "maxMessages", 1, args.MAX_PULL_MESSAGES)
+        args.int_in(max_wait_ms, "maxWaitMs", 0, args.MAX_WAIT_MS)
         return self.local_pull(meta.name, name, member, max_messages, max_wait_ms / 1000)
 
     def _join_pull(self, meta: QueueMeta, name: str, member: str, manager: WorkerManager) -> None:
@@ -225,7 +218,7 @@ class SubscriptionService:
             return  # a member already: the common case costs no registry read
         sub = self.registry.get(meta.name, name)
         if sub is None:
-            opts = _Options(layout.RetryPolicy(), None, True)
+            opts = args.SubscriptionOptions(layout.RetryPolicy(), None, True)
             self._write_record(meta, name, {}, None, opts)  # every partition, from now on
         elif not sub.record.shared:
             if sub.address is not None:
@@ -254,8 +247,8 @@ class SubscriptionService:
 
     def ack(self, meta: QueueMeta, raw_name: Any, raw_member: Any, up_to: Any) -> None:
         """Acknowledges, per partition, everything up to and including the given id."""
-        name = _name(raw_name, "subscriberName")
-        member = _name(raw_member, "memberID")
+        name = args.name(raw_name, "subscriberName")
+        member = args.name(raw_member, "memberID")
         acks = self._acks(meta, up_to)
         self.registry.leases.renew_member(meta.name, name, member)
         if self.cluster is not None:  # partitions owned elsewhere: acked at their owners
@@ -265,8 +258,8 @@ class SubscriptionService:
 
     def forwarded_ack(self, meta: QueueMeta, raw_name: Any, raw_member: Any, up_to: Any) -> None:
         """``forwardAck``: acks of the partitions owned here, through another gateway."""
-        name = _name(raw_name, "subscriberName")
-        member = _name(raw_member, "memberID")
+        name = args.name(raw_name, "subscriberName")
+        member = args.name(raw_member, "memberID")
         self.local_ack(meta.name, name, member, self._acks(meta, up_to))
 
     def local_ack(
@@ -314,7 +307,7 @@ class SubscriptionService:
         return count
 
     def delete(self, meta: QueueMeta, raw_name: Any) -> None:
-        name = _name(raw_name, "subscriberName")
+        name = args.name(raw_name, "subscriberName")
         if self.registry.get(meta.name, name) is None:
             raise InvalidArgument(
                 "subscriberName", f"queue '{meta.name}' has no subscriber '{name}'"
@@ -400,10 +393,10 @@ class SubscriptionService:
 
     def _subscription(
         self, meta: QueueMeta, raw: Any
-    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None], _Options]:
+    ) -> tuple[str, frozenset[bytes] | None, dict[int, layout.Id | None], args.SubscriptionOptions]:
         if raw is None:
             raise InvalidArgument("subscription", "must be set")
-        name = _name(raw.name, "subscription.name")
+        name = args.name(raw.name, "subscription.name")
         topics: frozenset[bytes] | None = None
         if raw.topics:
             checked = set()
@@ -422,7 +415,7 @@ class SubscriptionService:
             p = validation.partition(part.partitionID, meta.partitions, f"{where}.partitionID")
             start = validation.message_id(part.startMessageID, f"{where}.startMessageID")
             requested[p] = None if start is None else (start.timestamp, start.sequence)
-        return name, topics, requested, _options(raw)
+        return name, topics, requested, args.subscription_options(raw)
 
     def _write_record(
         self,
@@ -430,7 +423,7 @@ class SubscriptionService:
         name: str,
         requested: dict[int, layout.Id | None],
         topics: frozenset[bytes] | None,
-        opts: _Options,
+        opts: args.SubscriptionOptions,
     ) -> None:
         now = wall_clock_ms()
 
@@ -447,78 +440,3 @@ class SubscriptionService:
             )
 
         self.registry.update_record(meta.name, name, change)
-
-
-MAX_ATTEMPTS = 1000
-MAX_BACKOFF_MS = 3_600_000
-MAX_BATCH_MESSAGES = 100_000
-MAX_PULL_MESSAGES = 100_000
-MAX_WAIT_MS = 300_000
-
-
-@dataclass(frozen=True)
-class _Options:
-    retry: layout.RetryPolicy
-    max_batch: int | None
-    shared: bool
-
-
-def _options(raw: Any) -> _Options:
-    """retryPolicy, maxBatchMessages and shared of a TSubscription, checked."""
-    default = layout.RetryPolicy()
-    policy = getattr(raw, "retryPolicy", None)
-    retry = default
-    if policy is not None:
-
-        def field(value: Any, fallback: int, argument: str, low: int, high: int) -> int:
-            if value is None:
-                return fallback
-            if not isinstance(value, int) or not low <= value <= high:
-                raise InvalidArgument(
-                    f"subscription.retryPolicy.{argument}", f"must be {low}..{high}, got {value!r}"
-                )
-            return int(value)
-
-        attempts = field(policy.maxAttempts, default.max_attempts, "maxAttempts", 0, MAX_ATTEMPTS)
-        first = field(
-            policy.firstBackoffMs, default.first_backoff_ms, "firstBackoffMs", 1, MAX_BACKOFF_MS
-        )
-        most = field(
-            policy.maxBackoffMs, max(first, default.max_backoff_ms), "maxBackoffMs", first,
-            MAX_BACKOFF_MS,
-        )  # fmt: skip
-        retry = layout.RetryPolicy(attempts, first, most)
-    max_batch = getattr(raw, "maxBatchMessages", None)
-    if max_batch is not None and (
-        not isinstance(max_batch, int) or not 1 <= max_batch <= MAX_BATCH_MESSAGES
-    ):
-        raise InvalidArgument(
-            "subscription.maxBatchMessages", f"must be 1..{MAX_BATCH_MESSAGES}, got {max_batch!r}"
-        )
-    shared = bool(getattr(raw, "shared", None))
-    return _Options(retry, max_batch, shared)
-
-
-def _int_in(raw: Any, argument: str, low: int, high: int) -> int:
-    if not isinstance(raw, int) or isinstance(raw, bool) or not low <= raw <= high:
-        raise InvalidArgument(argument, f"must be {low}..{high}, got {raw!r}")
-    return raw
-
-
-def _text(raw: Any, argument: str) -> str:
-    if isinstance(raw, bytes):
-        try:
-            return raw.decode()
-        except UnicodeDecodeError:
-            raise InvalidArgument(argument, "must be UTF-8") from None
-    if isinstance(raw, str):
-        return raw
-    raise InvalidArgument(argument, "must be set")
-
-
-def _name(raw: Any, argument: str) -> str:
-    name = _text(raw, argument)
-    try:
-        return layout.check_name(name, argument)
-    except ValueError as exc:
-        raise InvalidArgument(argument, str(exc)) from None
