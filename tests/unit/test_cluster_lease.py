@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from hqueue.toolkit.commands import _ranges, format_gateways
+from hqueue.toolkit.display import format_gateways, ranges
 
 from gateway.cluster import exclusive
 from gateway.cluster.exclusive import NamespaceLease, NamespaceTaken
@@ -171,7 +171,7 @@ def test_a_clean_stop_frees_the_namespace() -> None:
 
 
 def test_gateways_are_listed_with_their_partitions_as_ranges() -> None:
-    assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert ranges([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
 
     class G:
         def __init__(self, address: bytes, leader: bool, parts: dict[bytes, list[int]]) -> None:

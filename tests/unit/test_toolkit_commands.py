@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from hqueue.protocol import hqueue_thrift
-from hqueue.toolkit import cli, commands
+from hqueue.toolkit import cli, commands, display
 from hqueue.toolkit.commands import GatewayUnavailable, ToolkitError
 from hqueue.toolkit.shell import Shell, help_text
 from thriftpy2.thrift import TApplicationException
@@ -195,7 +195,7 @@ def test_list_is_sorted(fake: FakeClient) -> None:
 def test_locations(fake: FakeClient) -> None:
     commands.create_queue(fake, "q1", 2, 1)
     assert commands.queue_locations(fake, "q1") == ["h0:9190", "h1:9190"]
-    assert commands.format_locations(["a:1", "b:2"]) == "0  a:1\n1  b:2"
+    assert display.format_locations(["a:1", "b:2"]) == "0  a:1\n1  b:2"
 
 
 # -- messages ------------------------------------------------------------------------------
@@ -299,37 +299,37 @@ def test_read_after_skips_the_message_already_seen(fake: FakeClient) -> None:
     ],
 )
 def test_render_bytes(data: bytes | None, shown: str) -> None:
-    assert commands.render_bytes(data) == shown
+    assert display.render_bytes(data) == shown
 
 
 def test_render_bytes_truncates_with_a_length_note() -> None:
-    assert commands.render_bytes(b"x" * 300, 10) == "xxxxxxxxxx... (300 bytes)"
-    assert commands.render_bytes(b"x" * 300, 0) == "x" * 300
-    assert commands.render_bytes(b"\xff" * 100, 10).endswith("... (100 bytes)")
+    assert display.render_bytes(b"x" * 300, 10) == "xxxxxxxxxx... (300 bytes)"
+    assert display.render_bytes(b"x" * 300, 0) == "x" * 300
+    assert display.render_bytes(b"\xff" * 100, 10).endswith("... (100 bytes)")
 
 
 def test_format_timestamp() -> None:
-    assert commands.format_timestamp(0) == "1970-01-01T00:00:00.000Z"
-    assert commands.format_timestamp(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
-    assert commands.format_timestamp(2**62) == str(2**62)  # beyond datetime: raw millis
+    assert display.format_timestamp(0) == "1970-01-01T00:00:00.000Z"
+    assert display.format_timestamp(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
+    assert display.format_timestamp(2**62) == str(2**62)  # beyond datetime: raw millis
 
 
 def test_format_message() -> None:
     """The MessageID in the one form every command takes (TS.SEQ), then its time; a key."""
     message = T.TMessage(T.TMessageID(1_700_000_000_123, 7), 3, b"clicks", b"\xffv")
-    assert commands.format_message(message) == (
+    assert display.format_message(message) == (
         "3  1700000000123.7  2023-11-14T22:13:20.123Z  clicks  b'\\xffv'"
     )
     message.key = b"order-1"
-    assert commands.format_message(message).endswith("  b'\\xffv'  key=order-1")
+    assert display.format_message(message).endswith("  b'\\xffv'  key=order-1")
 
 
 def test_message_ids_are_printed_and_taken_as_ts_dot_seq() -> None:
     from hqueue.toolkit import bulk, consumers
 
     mid = T.TMessageID(1_700_000_000_123, 7)
-    text = commands.format_id(mid)
-    assert text == "1700000000123.7" and commands.format_id((1, 2)) == "1.2"
+    text = display.format_id(mid)
+    assert text == "1700000000123.7" and display.format_id((1, 2)) == "1.2"
     assert commands.parse_message_id(text) == (1_700_000_000_123, 7)
     assert commands.parse_message_id("1700000000123") is None  # a time, not an id
     with pytest.raises(commands.ToolkitError):
@@ -341,7 +341,7 @@ def test_message_ids_are_printed_and_taken_as_ts_dot_seq() -> None:
 
 def test_format_queue_table() -> None:
     infos = [T.TQueueInfo(b"q1", 32, 86400, True, {}), T.TQueueInfo(b"long_name", 4, 60, False)]
-    assert commands.format_queue_table(infos).splitlines() == [
+    assert display.format_queue_table(infos).splitlines() == [
         "NAME       PARTITIONS  TTL    ENABLED",
         "q1         32          86400  true",
         "long_name  4           60     false",
@@ -351,7 +351,7 @@ def test_format_queue_table() -> None:
 
 def test_format_queue_info() -> None:
     info = T.TQueueInfo(b"q1", 32, 86400, True, {"b.key": "16", "a.longer.key": "4"})
-    assert commands.format_queue_info(info).splitlines() == [
+    assert display.format_queue_info(info).splitlines() == [
         "name:            q1",
         "partitionCount:  32",
         "ttlSeconds:      86400 (1d)",
@@ -361,8 +361,8 @@ def test_format_queue_info() -> None:
         "  b.key        = 16",
     ]
     empty = T.TQueueInfo(b"q2", 1, 90061, False, {})
-    assert "ttlSeconds:      90061 (1d 1h 1m 1s)" in commands.format_queue_info(empty)
-    assert "config:          {}" in commands.format_queue_info(empty)
+    assert "ttlSeconds:      90061 (1d 1h 1m 1s)" in display.format_queue_info(empty)
+    assert "config:          {}" in display.format_queue_info(empty)
 
 
 # -- errors and connections ----------------------------------------------------------------

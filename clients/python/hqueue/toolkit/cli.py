@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hqueue.protocol import parse_address
-from hqueue.toolkit import commands, consumers
+from hqueue.toolkit import commands, consumers, display
 from hqueue.toolkit.commands import EXIT_OK, EXIT_USAGE, Client
 from hqueue.toolkit.shell import Shell
 
@@ -157,9 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-value",
         type=int,
-        default=commands.DEFAULT_VALUE_LIMIT,
+        default=display.DEFAULT_VALUE_LIMIT,
         metavar="CHARS",
-        help=f"truncate values longer than this (0: never; default {commands.DEFAULT_VALUE_LIMIT})",
+        help=f"truncate values longer than this (0: never; default {display.DEFAULT_VALUE_LIMIT})",
     )
 
     p.add_argument(
@@ -318,12 +318,12 @@ def _follow(client: Client, args: argparse.Namespace) -> None:
     topics = {commands.to_bytes(t) for t in args.topic}
     recent = commands.tail(client, args.queue, args.partition, args.count, args.topic or None)
     recent.reverse()  # like tail -f: oldest first, new messages below
-    _print(commands.format_messages(recent, args.max_value))
+    _print(display.format_messages(recent, args.max_value))
     last = commands.message_key(recent[-1]) if recent else None
     while True:
         batch = commands.read_after(client, args.queue, args.partition, last)
         shown = [m for m in batch if not topics or m.topic in topics]
-        _print(commands.format_messages(shown, args.max_value))
+        _print(display.format_messages(shown, args.max_value))
         if batch:
             last = commands.message_key(batch[-1])
         if len(batch) < commands.FOLLOW_BATCH:  # caught up: wait for new messages
@@ -338,9 +338,9 @@ def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -
             commands.create_queue(client, args.queue, args.partitions, args.ttl, dict(args.config))
         )
     elif name == "describe":
-        _print(commands.format_queue_info(commands.describe_queue(client, args.queue)))
+        _print(display.format_queue_info(commands.describe_queue(client, args.queue)))
     elif name == "list":
-        _print(commands.format_queue_table(commands.list_queues(client)))
+        _print(display.format_queue_table(commands.list_queues(client)))
     elif name == "disable":
         _print(commands.disable_queue(client, args.queue))
     elif name == "enable":
@@ -363,13 +363,13 @@ def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -
             messages = commands.tail(
                 client, args.queue, args.partition, args.count, args.topic or None
             )
-            _print(commands.format_messages(messages, args.max_value))
+            _print(display.format_messages(messages, args.max_value))
     elif name in ("import", "export"):
         _bulk(client, args, connect)
     elif name == "locations":
-        _print(commands.format_locations(commands.queue_locations(client, args.queue)))
+        _print(display.format_locations(commands.queue_locations(client, args.queue)))
     elif name == "gateways":
-        _print(commands.format_gateways(commands.list_gateways(client)))
+        _print(display.format_gateways(commands.list_gateways(client)))
     elif name == "balance":
         _print(commands.balance(client, args.max_moves))
     elif name == "add_subscriber":
@@ -378,7 +378,7 @@ def run_command(client: Client, args: argparse.Namespace, connect: Any = None) -
         _print(commands.delete_subscriber(client, args.subscriber, args.queue))
     elif name == "subscribers":
         _print(
-            commands.format_subscribers(args.queue, commands.list_subscribers(client, args.queue))
+            display.format_subscribers(args.queue, commands.list_subscribers(client, args.queue))
         )
     elif name == "dlq":
         _print(

@@ -12,19 +12,16 @@ from hqueue_contract.registry import dlq_name
 from hqueue.protocol import hqueue_thrift
 
 from .commands import (
-    DEFAULT_VALUE_LIMIT,
     FOLLOW_BATCH,
     Client,
     ToolkitError,
     _check_subscriber,
     _name,
     _read,
-    format_message,
-    format_messages,
     parse_message_id,
-    render_bytes,
     to_bytes,
 )
+from .display import DEFAULT_VALUE_LIMIT, format_message, format_messages, render_bytes
 
 # "latest" is any time after every stored message: the gateway then keeps each partition at
 # its newest message (see SubscriptionService.reset).

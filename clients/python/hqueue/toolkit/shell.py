@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from hqueue.toolkit import commands, consumers
+from hqueue.toolkit import commands, consumers, display
 from hqueue.toolkit.commands import EXIT_OK, EXIT_USAGE, Client
 from hqueue.toolkit.parser import Command, ParseError, Value, parse
 
@@ -47,7 +47,7 @@ class Spec:
 
 
 def _messages_or_none(messages: list[Any]) -> str:
-    return commands.format_messages(messages) if messages else "(no messages)"
+    return display.format_messages(messages) if messages else "(no messages)"
 
 
 _Q = Param("queue_name", "string")
@@ -66,12 +66,12 @@ SPECS: dict[str, Spec] = {
     "describe": Spec(
         (_Q,),
         "show a queue's partitions, ttl, state and configuration",
-        lambda c, a: commands.format_queue_info(commands.describe_queue(c, *a)),
+        lambda c, a: display.format_queue_info(commands.describe_queue(c, *a)),
     ),
     "list": Spec(
         (),
         "list all queues",
-        lambda c, a: commands.format_queue_table(commands.list_queues(c)),
+        lambda c, a: display.format_queue_table(commands.list_queues(c)),
     ),
     "disable": Spec(
         (_Q,),
@@ -107,7 +107,7 @@ SPECS: dict[str, Spec] = {
     "locations": Spec(
         (_Q,),
         "the gateway serving each partition",
-        lambda c, a: commands.format_locations(commands.queue_locations(c, *a)),
+        lambda c, a: display.format_locations(commands.queue_locations(c, *a)),
     ),
     "add_subscriber": Spec(
         (_Q, Param("subscriber_name", "string")),
@@ -122,7 +122,7 @@ SPECS: dict[str, Spec] = {
     "subscribers": Spec(
         (_Q,),
         "a queue's subscribers: per partition checkpoint, newest id, lag (messages, seconds)",
-        lambda c, a: commands.format_subscribers(a[0], commands.list_subscribers(c, *a)),
+        lambda c, a: display.format_subscribers(a[0], commands.list_subscribers(c, *a)),
     ),
     "reset_subscriber": Spec(
         (_Q, Param("subscriber_name", "string"), Param("time", "string")),
