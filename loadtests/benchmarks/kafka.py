@@ -38,7 +38,6 @@ from loadtests.benchmarks.context import Context, Result, Section
 from loadtests.benchmarks.kafka_clients import (
     KAFKA_CONSUMER,
     KAFKA_PRODUCER,
-    LATENCY_RATE,
     PRODUCE_ROWS,
     PRODUCE_SIDES,
     PRODUCER_WINDOW,
@@ -48,18 +47,17 @@ from loadtests.benchmarks.kafka_clients import (
     hq_create,
     hq_fill,
     hq_truncate,
-    hqueue_pull_latency,
     kafka_delete,
     kafka_fill,
-    kafka_latency,
     run_jobs,
 )
+from loadtests.benchmarks.kafka_latency import LATENCY_RATE, hqueue_pull_latency, kafka_latency
 from loadtests.benchmarks.stats import fmt_num, median
 
 
 def hqueue_latency(ctx: Context, rate: int, seconds: float, pull: bool = False) -> dict[str, Any]:
     """The push section's put-to-push latency (its own gateway and subscriber), or with
-    ``pull`` put-to-pull (``kafka_clients.hqueue_pull_latency``, its own gateway too)."""
+    ``pull`` put-to-pull (``kafka_latency.hqueue_pull_latency``, its own gateway too)."""
     import shutil
     import tempfile
     from pathlib import Path

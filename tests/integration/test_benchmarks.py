@@ -74,7 +74,7 @@ def test_sections_are_one_plain_list_with_unique_names() -> None:
 
 def test_put_to_pull_latency_reaches_every_message(gateway: GatewayProcess) -> None:
     # the kafka section's put-to-pull row, tiny: a consumer process pulls (and acks) all of it
-    from loadtests.benchmarks.kafka_clients import hqueue_pull_latency
+    from loadtests.benchmarks.kafka_latency import hqueue_pull_latency
 
     got = hqueue_pull_latency(gateway.port, 2000, 1.0)
     assert got["messages"] >= 100 and got["delivered"] == got["messages"]
