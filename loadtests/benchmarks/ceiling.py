@@ -300,8 +300,7 @@ def run_section(ctx: Context) -> Result:
     )
     return Result(
         data={"rows": rows, "servers": servers,
-              "cells": [{"target": c.target, "op": c.op, "mode": c.mode,
-                         "clients": c.clients, "runs": c.runs} for c in cells]},
+              "cells": [c.saved() for c in cells]},
         table=table,
         summary=summary,
         charts=[chart.name],
@@ -385,15 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": rows,
         "cells": [
             {
-                "target": c.target,
-                "op": c.op,
+                **c.saved(),
                 "operation": OPS[c.op][0],
-                "mode": c.mode,
-                "clients": c.clients,
                 "median_msgs_per_s": c.median(),
                 "median_server_cpu": c.median("server_cpu"),
                 "median_clients_cpu": c.median("clients_cpu"),
-                "runs": c.runs,
             }
             for c in cells
         ],
@@ -407,10 +402,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stats = pstats.Stats(str(args.profile_gateway))
         stats.sort_stats("tottime").print_stats(30)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -40,6 +40,16 @@ class Cell:
     def median(self, what: str = "msgs_per_s") -> float:
         return statistics.median(r[what] for r in self.runs) if self.runs else float("nan")
 
+    def saved(self) -> dict[str, Any]:
+        """The cell as a JSON file keeps it (:func:`cells_from_report` reads it back)."""
+        return {
+            "target": self.target,
+            "op": self.op,
+            "mode": self.mode,
+            "clients": self.clients,
+            "runs": self.runs,
+        }
+
 
 def fmt_rate(x: float) -> str:
     if x != x:  # nan
