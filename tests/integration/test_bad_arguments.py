@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import scan_queue
-from tests.integration.test_robustness import c_msg, c_varint, connect, read_reply
+from tests.rawwire import c_msg, c_varint, connect, read_reply
 
 MiB = 1 << 20
 

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.integration.test_metrics import scrape
-from tests.integration.test_robustness import (
+from tests.rawwire import (
     MB,
     T_I32,
     T_STRING,

@@ -5,8 +5,8 @@ The gateway runs as its own process; ``psutil`` watches its resident memory by p
 client (``Pinger``) keeps calling the gateway on its own thread while the abuse happens, so
 "others are served" is checked during the abuse, not only after it.
 
-Nothing here sleeps to wait for something: every wait polls, except the one deliberate idle
-period of ``test_idle_connection_stays_open``.
+Nothing here sleeps to wait for something: every wait polls. The wire spoken by hand and the
+watchers are tests/rawwire.py; many, idle and cut connections are test_connections.py.
 
 The cases that name a specific attack were each found failing against the first gateway (which
 let thriftpy2 decode straight from the socket) and are why ``gateway/wire.py`` and
@@ -15,295 +15,53 @@ let thriftpy2 decode straight from the socket) and are why ``gateway/wire.py`` a
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import random
-import socket
 import struct
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-import psutil
 import pytest
 
 from tests.helpers import scan_queue
-
-MB = 1_000_000
-MiB = 1 << 20
-
-# Thrift type ids and message types (the same numbers in every binary-protocol implementation)
-T_STOP, T_VOID, T_I16, T_I32, T_STRING, T_STRUCT, T_MAP, T_LIST = 0, 1, 6, 8, 11, 12, 13, 15
-CALL, REPLY, EXCEPTION = 1, 2, 3
-
-RSS_LIMIT = 50 * MB  # what one abusive connection may add to the gateway's resident memory
-LATENCY_LIMIT = 1.0  # seconds a healthy client may wait while another connection misbehaves
-CLOSE_LIMIT = 5.0  # seconds within which an absurd request must be refused
+from tests.rawwire import (
+    CLOSE_LIMIT,
+    LATENCY_LIMIT,
+    MB,
+    RSS_LIMIT,
+    STOP,
+    T_I16,
+    T_LIST,
+    T_MAP,
+    T_STRING,
+    T_STRUCT,
+    T_VOID,
+    MiB,
+    Pinger,
+    RssPeak,
+    b_field,
+    b_i32,
+    b_list,
+    b_map,
+    b_msg,
+    b_str,
+    c_msg,
+    c_varint,
+    connect,
+    framed,
+    put_messages_prefix,
+    put_messages_request,
+    read_reply,
+    repeat,
+    reply_is_success,
+    reset,
+    stream,
+    tmessage,
+    warm,
+)
 
 # the request reader and the protocols: the store never sees these requests
 pytestmark = pytest.mark.wire
-
-
-# -- the binary protocol, by hand ---------------------------------------------------------
-
-
-def b_msg(name: str, seqid: int = 1, mtype: int = CALL) -> bytes:
-    """A strict binary-protocol message header."""
-    n = name.encode()
-    return (
-        struct.pack(">I", 0x80010000 | mtype)
-        + struct.pack(">i", len(n))
-        + n
-        + struct.pack(">i", seqid)
-    )
-
-
-def b_field(ftype: int, fid: int) -> bytes:
-    return struct.pack(">bh", ftype, fid)
-
-
-def b_str(data: bytes) -> bytes:
-    return struct.pack(">i", len(data)) + data
-
-
-def b_i32(v: int) -> bytes:
-    return struct.pack(">i", v)
-
-
-def b_list(etype: int, n: int) -> bytes:
-    return struct.pack(">bi", etype, n)
-
-
-def b_map(ktype: int, vtype: int, n: int) -> bytes:
-    return struct.pack(">bbi", ktype, vtype, n)
-
-
-STOP = b"\x00"
-
-
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-def c_varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def c_msg(name: str, seqid: int = 1, mtype: int = CALL) -> bytes:
-    """A compact-protocol message header."""
-    n = name.encode()
-    return bytes((0x82, (mtype << 5) | 1)) + c_varint(seqid) + c_varint(len(n)) + n
-
-
-def put_messages_prefix(queue: bytes = b"q") -> bytes:
-    """putMessages(queueName=queue, tMessages=...) up to the list header."""
-    return b_msg("putMessages") + b_field(T_STRING, 1) + b_str(queue) + b_field(T_LIST, 2)
-
-
-def put_messages_request(values: list[bytes], queue: bytes = b"q") -> bytes:
-    body = b_list(T_STRUCT, len(values))
-    for v in values:
-        body += b_field(T_STRING, 3) + b_str(b"t") + b_field(T_STRING, 4) + b_str(v) + STOP
-    return put_messages_prefix(queue) + body + STOP
-
-
-def read_reply(sock: socket.socket, timeout: float = CLOSE_LIMIT) -> tuple[str, bytes]:
-    """What the gateway did with a request: ("closed", b"") or ("reply"/"exception", bytes)."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while len(data) < 12:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        if len(data) >= 4:
-            with contextlib.suppress(TimeoutError):
-                sock.settimeout(0.2)  # the rest of a small reply is already on its way
-                data += sock.recv(65536)
-    except (ConnectionResetError, BrokenPipeError):
-        return "closed", data
-    except TimeoutError:
-        return "open", data
-    if not data:
-        return "closed", b""
-    mtype = struct.unpack(">I", data[:4])[0] & 0xFF
-    return ("exception" if mtype == EXCEPTION else "reply"), data
-
-
-def reply_is_success(data: bytes) -> bool:
-    """A binary REPLY to a void method whose result struct is empty: success."""
-    (name_len,) = struct.unpack(">i", data[4:8])
-    return data[8 + name_len + 4 :][:1] == STOP
-
-
-# -- watching the gateway -----------------------------------------------------------------
-
-
-class RssPeak:
-    """Samples the gateway's RSS every few ms on a thread; ``growth`` is peak minus start."""
-
-    def __init__(self, pid: int) -> None:
-        self.proc = psutil.Process(pid)
-        self.base = self.peak = self.proc.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(psutil.Error):
-                self.peak = max(self.peak, self.proc.memory_info().rss)
-            self._stop.wait(0.003)
-
-    @property
-    def growth(self) -> int:
-        with contextlib.suppress(psutil.Error):
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-        return self.peak - self.base
-
-    def __enter__(self) -> RssPeak:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-class Pinger:
-    """A healthy client calling listQueues in a loop on its own thread.
-
-    Records the worst latency and any error; ``check()`` asserts it was served throughout.
-    """
-
-    def __init__(self, gw: Any, timeout: float = 5.0) -> None:
-        self.gw = gw
-        self.timeout = timeout
-        self.worst = 0.0
-        self.calls = 0
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            client = self.gw.client(timeout=self.timeout)
-        except Exception as exc:
-            self.errors.append(f"connect: {exc!r}")
-            return
-        try:
-            while not self._stop.is_set():
-                t0 = time.monotonic()
-                try:
-                    client.listQueues()
-                except Exception as exc:
-                    self.errors.append(f"after {time.monotonic() - t0:.1f} s: {exc!r}")
-                    return
-                self.worst = max(self.worst, time.monotonic() - t0)
-                self.calls += 1
-                self._stop.wait(0.002)
-        finally:
-            client.close()
-
-    def __enter__(self) -> Pinger:
-        self._thread.start()
-        poll(lambda: self.calls > 0 or self.errors, what="the healthy client's first call")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(self.timeout + 5)
-
-    def problems(self) -> list[str]:
-        found = list(self.errors)
-        if self.worst > LATENCY_LIMIT:
-            found.append(f"a healthy client waited {self.worst:.2f} s for listQueues")
-        return found
-
-
-def poll(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.005)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
-
-
-def connect(gw: Any, timeout: float = 10.0) -> socket.socket:
-    s = socket.create_connection((gw.host, gw.port), timeout=timeout)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
-
-
-def reset(sock: socket.socket) -> None:
-    """Close with RST (SO_LINGER 0): the peer's next write fails."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
-
-
-def warm(gw: Any, queue: str = "q", partitions: int = 1) -> Any:
-    """A queue to abuse, and one round of every kind of work, so RSS baselines are warm."""
-    c = gw.client()
-    c.createQueue(queue, partitions, 3600, {})
-    c.putMessages(queue, [_msg(b"warm")] * 10)
-    sid = c.queueScannerOpen(queue, None)
-    while c.messageScannerGetList(sid, 100):
-        pass
-    c.truncateQueue(queue)
-    c.listQueues()
-    return c
-
-
-def _msg(value: bytes, topic: bytes = b"t", partition: int | None = None) -> Any:
-    from hqueue.protocol import hqueue_thrift
-
-    return hqueue_thrift().TMessage(partitionID=partition, topic=topic, value=value)
-
-
-def scan_all(client: Any, queue: str, batch: int = 1000) -> list[Any]:
-    return scan_queue(client, queue, batch)
-
-
-def stream(
-    sock: socket.socket,
-    prefix: bytes,
-    chunks: Iterator[bytes],
-    max_bytes: int,
-    give_up: Callable[[], bool] = lambda: False,
-) -> tuple[int, str]:
-    """Sends ``prefix``, then chunks until the gateway hangs up, ``max_bytes`` have gone or
-    ``give_up()``. Returns (bytes sent after the prefix, "closed" | "open" | "gave up")."""
-    sent = 0
-    try:
-        sock.sendall(prefix)
-        for chunk in chunks:
-            if sent >= max_bytes:
-                break
-            if give_up():
-                return sent, "gave up"
-            sock.sendall(chunk)
-            sent += len(chunk)
-    except (ConnectionResetError, BrokenPipeError):
-        return sent, "closed"
-    except TimeoutError:
-        return sent, "open"  # the gateway stopped reading without closing
-    state, _ = read_reply(sock, timeout=CLOSE_LIMIT)
-    return sent, state
-
-
-def repeat(chunk: bytes) -> Iterator[bytes]:
-    while True:
-        yield chunk
 
 
 # -- garbage ------------------------------------------------------------------------------
@@ -507,7 +265,7 @@ def test_negative_lengths_are_refused(gateway: Any) -> None:
             state = "error reply"
         outcomes[case] = state
         assert healthy.listQueues()
-    assert scan_all(healthy, "q") == []
+    assert scan_queue(healthy, "q") == []
     accepted = {
         c: o for c, o in outcomes.items() if o not in ("closed", "exception", "error reply")
     }
@@ -578,10 +336,10 @@ def test_oversized_request_is_cut_off(start_gateway: Any) -> None:
         assert state == "closed", state
 
         # just under the limit is fine, on the same gateway
-        healthy.putMessages("q", [_msg(bytes([i]) * 60_000) for i in range(15)])
+        healthy.putMessages("q", [tmessage(bytes([i]) * 60_000) for i in range(15)])
     assert rss.growth < RSS_LIMIT, f"RSS grew by {rss.growth / MB:.0f} MB"
     assert not pinger.problems()
-    got = scan_all(healthy, "q")
+    got = scan_queue(healthy, "q")
     assert [m.value for m in got] == [bytes([i]) * 60_000 for i in range(15)]
 
 
@@ -603,7 +361,7 @@ def test_ten_million_empty_structs_are_refused(gateway: Any) -> None:
     assert elapsed < CLOSE_LIMIT, elapsed
     assert rss.growth < RSS_LIMIT, f"RSS grew by {rss.growth / MB:.0f} MB"
     assert not pinger.problems()
-    assert scan_all(healthy, "q") == []
+    assert scan_queue(healthy, "q") == []
 
 
 # -- framed transport ---------------------------------------------------------------------
@@ -622,170 +380,3 @@ def test_framed_absurd_frame_header_closes(start_gateway: Any, size: int) -> Non
     assert rss.growth < RSS_LIMIT
     assert not pinger.problems()
     assert healthy.listQueues()
-
-
-# -- idle and many clients ----------------------------------------------------------------
-
-
-def test_idle_connection_stays_open(gateway: Any) -> None:
-    """No server-side idle timeout: a quiet client is still connected seconds later."""
-    c = gateway.client()
-    c.createQueue("q", 1, 60, {})
-    raw = connect(gateway)
-    # The one deliberate sleep of this file: idleness is the thing under test, and there is
-    # no event to poll for -- the gateway must simply do nothing for a while.
-    time.sleep(4)
-    c.putMessage("q", _msg(b"after idle"))
-    assert [m.value for m in scan_all(c, "q")] == [b"after idle"]
-    raw.sendall(b_msg("listQueues", seqid=7) + STOP)
-    state, data = read_reply(raw)
-    assert state == "reply" and b"listQueues" in data
-    raw.close()
-
-
-def test_many_concurrent_clients_get_strictly_increasing_ids(gateway: Any) -> None:
-    """50 clients on their own threads put and scan at once; every id is unique and strictly
-    increasing per partition, and each client's messages keep their order."""
-    n_clients, rounds, partitions = 50, 8, 4
-    admin = gateway.client()
-    admin.createQueue("q", partitions, 3600, {})
-    barrier = threading.Barrier(n_clients)
-    errors: list[str] = []
-
-    def worker(i: int) -> None:
-        try:
-            c = gateway.client(timeout=30)
-            own = i % partitions
-            barrier.wait(timeout=30)
-            for r in range(rounds):
-                c.putMessages("q", [_msg(b"%d:%d:%d" % (i, r, k), b"c%d" % i) for k in range(5)])
-                c.putMessagesWithPid(
-                    "q", own, [_msg(b"%d:%d:p%d" % (i, r, k), b"c%d" % i) for k in range(3)]
-                )
-                c.putMessage("q", _msg(b"%d:%d:s" % (i, r), b"c%d" % i, partition=own))
-            # a scan of its own partition, concurrent with other clients' puts
-            sid = c.messageScannerOpen("q", own, None)
-            seen = []
-            while batch := c.messageScannerGetList(sid, 37):
-                seen.extend(batch)
-            ids = [(m.id.timestamp, m.id.sequenceID) for m in seen]
-            if any(a >= b for a, b in itertools.pairwise(ids)):
-                errors.append(f"client {i}: ids not strictly increasing in its scan")
-            mine = [m.value for m in seen if m.topic == b"c%d" % i and b":p" in m.value]
-            if mine != [b"%d:%d:p%d" % (i, r, k) for r in range(rounds) for k in range(3)]:
-                errors.append(f"client {i}: its pid-messages out of order or missing")
-            c.close()
-        except Exception as exc:
-            errors.append(f"client {i}: {exc!r}")
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(n_clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not errors, errors[:10]
-
-    got = scan_all(admin, "q")
-    assert len(got) == n_clients * rounds * 9
-    keys = [(m.partitionID, m.id.timestamp, m.id.sequenceID) for m in got]
-    assert len(set(keys)) == len(keys), "duplicate MessageIDs"
-    by_pid: dict[int, list[Any]] = {}
-    for m in got:
-        by_pid.setdefault(m.partitionID, []).append(m)
-    for pid, ms in by_pid.items():
-        ids = [(m.id.timestamp, m.id.sequenceID) for m in ms]
-        assert ids == sorted(ids) and len(set(ids)) == len(ids), f"partition {pid}"
-        # each client's messages on this partition appear in the order it put them
-        for i in range(n_clients):
-            vals = [m.value for m in ms if m.topic == b"c%d" % i]
-            order = [_order(v) for v in vals]
-            assert order == sorted(order), (pid, i, vals)
-    # the merged scan is in MessageID order
-    merged = [(m.id.timestamp, m.id.sequenceID) for m in got]
-    assert merged == sorted(merged)
-
-
-def _order(value: bytes) -> tuple[int, int, int]:
-    """Put order within one client: round, then batch, pid-batch, single."""
-    _, r, k = value.split(b":")
-    if k == b"s":
-        return int(r), 2, 0
-    if k.startswith(b"p"):
-        return int(r), 1, int(k[1:])
-    return int(r), 0, int(k)
-
-
-# -- disconnects --------------------------------------------------------------------------
-
-
-def test_disconnect_mid_request(gateway: Any) -> None:
-    """Peers vanishing halfway through a request (FIN or RST) leave nothing stored."""
-    healthy = warm(gateway)
-    request = put_messages_request([b"v" * 100_000, b"w" * 100_000])
-    with Pinger(gateway) as pinger:
-        for cut in (1, 3, 10, 30, 1000, len(request) // 2, len(request) - 1):
-            for hard in (False, True):
-                s = connect(gateway)
-                s.sendall(request[:cut])
-                reset(s) if hard else s.close()
-        assert healthy.listQueues()
-    assert not pinger.problems()
-    assert scan_all(healthy, "q") == []
-    healthy.putMessages("q", [_msg(b"intact")])
-    assert [m.value for m in scan_all(healthy, "q")] == [b"intact"]
-
-
-def test_disconnect_mid_response(gateway: Any) -> None:
-    """A huge messageScannerGetList whose caller hangs up while the reply is being written."""
-    healthy = warm(gateway)
-    big = [bytes([i % 251]) * 100_000 for i in range(200)]  # 20 MB in the queue
-    for k in range(0, len(big), 20):
-        healthy.putMessages("q", [_msg(v) for v in big[k : k + 20]])
-    with Pinger(gateway) as pinger, RssPeak(gateway.pid) as rss:
-        for hard in (True, False, True, False):
-            sid = healthy.queueScannerOpen("q", None)
-            s = connect(gateway)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            s.sendall(
-                b_msg("messageScannerGetList")
-                + b_field(T_I32, 1) + b_i32(sid) + b_field(T_I32, 2) + b_i32(100_000)
-                + STOP
-            )  # fmt: skip
-            assert s.recv(1000)  # the reply has started
-            reset(s) if hard else s.close()
-        assert healthy.listQueues()
-    assert not pinger.problems()
-    assert rss.growth < 4 * RSS_LIMIT, f"RSS grew by {rss.growth / MB:.0f} MB"
-    got = scan_all(healthy, "q", batch=50)
-    assert [m.value for m in got] == big
-    assert gateway.proc.poll() is None
-
-
-# -- shutdown -----------------------------------------------------------------------------
-
-
-def test_sigterm_with_idle_clients_exits_cleanly(start_gateway: Any) -> None:
-    """SIGTERM while clients are connected (idle, or halfway through a request): exit code 0,
-    promptly, and what was acknowledged is there after a restart."""
-    gw = start_gateway()
-    clients = [gw.client() for _ in range(5)]
-    clients[0].createQueue("q", 2, 3600, {})
-    for i, c in enumerate(clients):
-        c.putMessages("q", [_msg(b"m%d" % i)])
-    raw_idle = connect(gw)
-    raw_partial = connect(gw)
-    raw_partial.sendall(put_messages_prefix()[:20])
-
-    t0 = time.monotonic()
-    assert gw.stop(timeout=15) == 0
-    assert time.monotonic() - t0 < 5.0, f"shutdown took {time.monotonic() - t0:.1f} s"
-    for s in (raw_idle, raw_partial):
-        assert read_reply(s)[0] == "closed"
-        s.close()
-    with pytest.raises(Exception):  # noqa: B017 - any transport error: the server is gone
-        clients[1].listQueues()
-    assert "stopped" in gw.log()
-
-    again = start_gateway(data_dir=gw.data_dir)
-    c = again.client()
-    assert sorted(m.value for m in scan_all(c, "q")) == [b"m%d" % i for i in range(5)]
