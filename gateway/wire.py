@@ -250,14 +250,29 @@ class MessageReader:
                     message = bytes(memoryview(buf)[:n])
                     del buf[:n]
                     return message, method
-                need = n
-                limit = self._limits.bytes_for(method)
-                if need > limit:
-                    raise BadRequest(
-                        f"refused request{_named(method)}: it needs at least {need} bytes, "
-                        f"over the limit of {limit}"
-                    )
-            self._receive(buf)
+                need = self._needed(n, method)
+            chunk = self._recv(buf)
+            if not buf:
+                # Most requests come whole in one chunk: checked where they landed, they are
+                # not copied into the buffer and out again (two copies of a 100 KB put).
+                status, n, state, method = self._check(chunk, None)
+                if status == 0:
+                    if n == len(chunk):
+                        return chunk, method
+                    buf += memoryview(chunk)[n:]
+                    return chunk[:n], method
+                need = self._needed(n, method)
+            buf += chunk
+
+    def _needed(self, need: int, method: bytes | None) -> int:
+        """``need`` bytes, the least an unfinished request takes, unless over its limit."""
+        limit = self._limits.bytes_for(method)
+        if need > limit:
+            raise BadRequest(
+                f"refused request{_named(method)}: it needs at least {need} bytes, "
+                f"over the limit of {limit}"
+            )
+        return need
 
     def _next_framed(self) -> tuple[bytes, bytes]:
         buf = self._buf
@@ -294,6 +309,10 @@ class MessageReader:
         return message, method
 
     def _receive(self, buf: bytearray) -> None:
+        buf += self._recv(buf)
+
+    def _recv(self, buf: bytearray) -> bytes:
+        """The next bytes from the peer, ``buf`` being what is buffered of this request."""
         sock = self._sock
         if not buf:  # between requests: a client may stay idle as long as it likes
             sock.settimeout(self._idle_timeout)
@@ -318,7 +337,7 @@ class MessageReader:
             ) from None
         if not chunk:
             raise TTransportException(TTransportException.END_OF_FILE, "peer closed")
-        buf += chunk
+        return chunk
 
 
 def _named(method: bytes | None) -> str:
