@@ -353,7 +353,7 @@ class SocketWriter:
     buffer grows to the largest reply and never shrinks, so the server replaces it after one.
     """
 
-    __slots__ = ("_replies", "_sock", "_vectored", "largest", "send_timeout")
+    __slots__ = ("_raw", "_replies", "_sock", "_vectored", "largest", "send_timeout")
 
     def __init__(
         self,
@@ -368,16 +368,29 @@ class SocketWriter:
         self._replies = replies  # shared by all connections: see ReplyBudget
         # parts go in one sendmsg (a TLS socket has none: they go one after the other)
         self._vectored = vectored and hasattr(sock, "sendmsg")
+        # gevent's socket over the OS's, non-blocking: a reply the kernel takes at once is sent
+        # on it directly (never on a TLS socket, whose bytes must go through TLS)
+        raw = getattr(sock, "_sock", None) if self._vectored else None
+        self._raw: socket.SocketType | None = raw if isinstance(raw, socket.SocketType) else None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)
         self.largest = max(self.largest, n)
-        self._sock.settimeout(self.send_timeout)
         replies = self._replies
         if replies is not None:
             replies.add(n)
         try:
-            self._sock.sendall(data)
+            sent = 0
+            if self._raw is not None:
+                # Most replies fit the socket's buffer: one send, without gevent's sendall
+                # (its timeout, a getsockopt and its chunking, for a put's 30-byte answer).
+                try:
+                    sent = self._raw.send(data)
+                except BlockingIOError:
+                    sent = 0
+            if sent < n:
+                self._sock.settimeout(self.send_timeout)
+                self._sock.sendall(memoryview(data)[sent:] if sent else data)
         except TimeoutError:
             raise self._timed_out(n) from None
         finally:

@@ -70,3 +70,42 @@ def test_a_client_that_reads_nothing_times_the_parts_out() -> None:
     assert budget.used == 0  # the reply's bytes are given back
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("size", [30, 3_000_000])  # a put's answer; far past the socket buffer
+def test_write_sends_the_reply_whole_whatever_the_kernel_takes_at_once(size: int) -> None:
+    a, b = _pair()
+    budget = ReplyBudget(1 << 30)
+    data = bytes(range(256)) * (size // 256) + b"\x07" * (size % 256)
+    writer = SocketWriter(a, 5.0, budget)
+    assert writer._raw is not None  # the direct send is in use on a plain socket
+    reader = gevent.spawn(_read, b, len(data))
+    writer.write(data)
+    assert reader.get(timeout=10) == data
+    assert budget.used == 0
+    a.close()
+    b.close()
+
+
+def test_write_times_out_a_client_that_reads_nothing() -> None:
+    a, b = _pair()
+    budget = ReplyBudget(1 << 30)
+    writer = SocketWriter(a, 0.3, budget)
+    with pytest.raises(TTransportException) as raised:
+        writer.write(bytes(4 << 20))
+    assert raised.value.type == TTransportException.TIMED_OUT
+    assert budget.used == 0
+    a.close()
+    b.close()
+
+
+def test_write_never_bypasses_a_socket_that_is_not_vectored() -> None:
+    """TLS sockets are given vectored=False: their bytes must go through TLS."""
+    a, b = _pair()
+    writer = SocketWriter(a, 5.0, ReplyBudget(1 << 30), vectored=False)
+    assert writer._raw is None
+    reader = gevent.spawn(_read, b, 5)
+    writer.write(b"hello")
+    assert reader.get(timeout=10) == b"hello"
+    a.close()
+    b.close()
