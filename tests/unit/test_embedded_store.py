@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from gateway import rowkey
-from gateway.errors import InvalidArgument
+from gateway.errors import InvalidArgument, StoreError
 from gateway.ids import wall_clock_ms
 from gateway.rowkey import MessageId
 from gateway.store import embedded
 from gateway.store.base import PutBatch, QueueMeta
-from gateway.store.embedded import EmbeddedStore, extras, layout
+from gateway.store.embedded import EmbeddedStore, extras, layout, wedge
 from gateway.store.embedded import cursors as kept
 from tests.helpers import rocksdb_option
 
@@ -237,8 +237,6 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
     nothing twice."""
     import gevent
 
-    from gateway.errors import StoreError
-
     s = EmbeddedStore(tmp_path)
     s.start()
     try:
@@ -273,6 +271,34 @@ def test_a_wedged_store_reopens_with_everything_acknowledged(tmp_path: Path) -> 
         assert sorted(got) == sorted(ids)
     finally:
         again.stop()
+
+
+def test_the_disk_is_looked_at_per_put_only_near_its_reserve(
+    store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Far from the reserve a statvfs is saved for SPACE_RECHECK_SECONDS; near it every put
+    looks, and below it puts are refused."""
+    looks: list[int] = []
+    free = [10 << 30]
+
+    def statvfs(path: Path) -> int:
+        looks.append(free[0])
+        return free[0]
+
+    monkeypatch.setattr(wedge, "_free_bytes", statvfs)
+    monkeypatch.setattr(wedge, "SPACE_RECHECK_SECONDS", 3600.0)
+    meta = store.create_queue(QueueMeta("space", 1, 3600))
+    for i in range(5):
+        put(store, meta, 0, T0 + i, 1)
+    assert len(looks) == 1
+    store._space_ok_until = 0.0  # as when the hour is over
+    free[0] = wedge.SPACE_SLACK_BYTES - 1
+    for i in range(5, 10):
+        put(store, meta, 0, T0 + i, 1)
+    assert len(looks) == 6  # one per put
+    free[0] = wedge.DISK_RESERVE_BYTES - 1
+    with pytest.raises(StoreError, match="disk is full"):
+        put(store, meta, 0, T0 + 10, 1)
 
 
 def _extras_entries(s: EmbeddedStore) -> list[bytes]:

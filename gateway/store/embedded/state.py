@@ -73,6 +73,7 @@ class _State:
         self._flushes: gevent.queue.Queue[_Closed | None] = gevent.queue.Queue()
         self._spare: gevent.Greenlet | None = None
         self._no_spare_until = 0.0  # monotonic time before which no spare is prepared
+        self._space_ok_until = 0.0  # monotonic time before which the disk is not looked at
         self.ttl_sweep_interval = ttl_sweep_interval
         self._db: Rdict | None = None
         self._queues: dict[str, QueueMeta] = {}

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 # Free disk space below which writes are refused (except deletes): see _check_space.
 DISK_RESERVE_BYTES = 8 << 20
+# With more than this free, the disk is looked at again only after SPACE_RECHECK_SECONDS: a
+# statvfs per put was a syscall per call, and the store writes far less than this meanwhile.
+SPACE_SLACK_BYTES = 64 * DISK_RESERVE_BYTES
+SPACE_RECHECK_SECONDS = 0.1
 
 
 def _free_bytes(path: Path) -> int | None:
@@ -156,7 +160,9 @@ class _Wedge(_State):
         once space is freed (rocksdict cannot resume it). Stopping short of the full disk keeps
         that from happening; deleting a queue and deleting records are not refused, so freeing
         space through the gateway still works. A memtable flush larger than the reserve can
-        still fail: then the store reopens RocksDB once there is room again.
+        still fail: then the store reopens RocksDB once there is room again. With more than
+        ``SPACE_SLACK_BYTES`` (512 MiB) free, the disk is looked at again only after
+        ``SPACE_RECHECK_SECONDS``.
         """
         if self._wedged:
             raise StoreError(
@@ -165,6 +171,9 @@ class _Wedge(_State):
                 f"{(DISK_RESERVE_BYTES + self._reopen_needs) >> 20} MiB are free: free space "
                 "(e.g. remove files) and retry"
             )
+        now = time.monotonic()
+        if now < self._space_ok_until:
+            return
         free = _free_bytes(self.path)
         if free is not None and free < DISK_RESERVE_BYTES:
             raise StoreError(
@@ -172,6 +181,8 @@ class _Wedge(_State):
                 f"{DISK_RESERVE_BYTES >> 20} MiB the store keeps in reserve; free space (e.g. "
                 "delete a queue) and retry"
             )
+        if free is not None and free > SPACE_SLACK_BYTES:
+            self._space_ok_until = now + SPACE_RECHECK_SECONDS
 
     def _db_required(self) -> Rdict:
         if self._db is None:
