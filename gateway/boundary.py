@@ -112,32 +112,7 @@ class GatewayProcessor(TProcessor):
             def durable() -> None:
                 raise failure
 
-        if self._binary and 0 not in result.thrift_spec:  # a void put: its bytes are known
-            return lambda: self._answer_void(oprot, api, seqid, result, durable)
         return lambda: self._answer(oprot, api, seqid, result, durable)
-
-    def _answer_void(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:
-        """:meth:`_answer` for a void method on the binary protocol: a success is written as
-        its bytes, those thriftpy2 writes for it (tests/unit/test_boundary.py), without going
-        through its protocol and transport objects; a failure is answered as ever."""
-        try:
-            call()
-        except Exception as exc:
-            failure = exc
-
-            def again() -> None:
-                raise failure
-
-            self._answer(oprot, api, seqid, result, again)
-            return
-        name = api.encode()
-        reply = b"".join((_REPLY_HEAD.pack(-2147418110, len(name)), name, _VOID.pack(seqid, 0)))
-        direct = direct_writer()
-        if direct is not None:
-            direct(reply)
-        else:
-            oprot.trans.write(reply)
-            oprot.trans.flush()
 
     def _answer(self, oprot: Any, api: str, seqid: int, result: Any, call: Any) -> None:
         try:
@@ -203,7 +178,6 @@ class GatewayProcessor(TProcessor):
 
 _REPLY_HEAD = struct.Struct(">ii")  # version and type, name length
 _LIST_HEAD = struct.Struct(">iBhBi")  # seqid, success field (list, 0), element type, size
-_VOID = struct.Struct(">iB")  # seqid, the end of an empty result struct
 
 
 def _encoded_reply(
