@@ -4,8 +4,9 @@ Each function here (in a module named after its C original; ``common.py`` has wh
 share) does what its C original does, byte for byte and result for result, in
 plain Python: ``gateway/fast.py`` binds these instead of the C functions when the variable is
 set, and the C extensions are then not imported at all. They are the readable spec of the C
-code (tests/unit/test_purefast.py checks them equal with Hypothesis) and a way to run the
-gateway where nothing can be compiled; they are several times slower.
+code (tests/unit/test_purefast.py and test_purefast_store.py check them equal with
+Hypothesis) and a way to run the gateway where nothing can be compiled; they are several
+times slower.
 
 Owners: the Thrift fast codec (``scan``, ``extract_put``, ``total_bytes``,
 ``encode_messages_reply``:

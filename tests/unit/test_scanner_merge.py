@@ -14,7 +14,7 @@ from gateway.scanners import EncodedRows, Scanner, ScanSpec
 from gateway.store.base import QueueMeta
 from gateway.store.reading import KeyRangeReader
 
-from .test_purefast import tmessage
+from .twins import tmessage
 
 META = QueueMeta(name="q", partitions=4, ttl_seconds=2**31 - 1)  # nothing expired
 
