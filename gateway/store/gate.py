@@ -24,6 +24,7 @@ class Gate:
         self._idle = gevent.event.Event()
         self._idle.set()
         self._inside: dict[gevent.Greenlet | None, int] = {}  # greenlet -> depth
+        self._passing = _Passing(self)
 
     @property
     def is_open(self) -> bool:
@@ -34,24 +35,10 @@ class Gate:
         if not self._open.is_set() and gevent.getcurrent() not in self._inside:
             self._open.wait()
 
-    @contextlib.contextmanager
-    def passing(self) -> Iterator[None]:
-        me = gevent.getcurrent()
-        depth = self._inside.get(me, 0)
-        if depth == 0:
-            while not self._open.is_set():
-                self._open.wait()
-        self._inside[me] = depth + 1
-        self._idle.clear()
-        try:
-            yield
-        finally:
-            if depth == 0:
-                del self._inside[me]
-            else:
-                self._inside[me] = depth
-            if not self._inside:
-                self._idle.set()
+    def passing(self) -> _Passing:
+        """``with gate.passing():`` an operation inside the gate (a context manager, one per
+        gate: what it keeps is per greenlet, in the gate)."""
+        return self._passing
 
     @contextlib.contextmanager
     def closed(self) -> Iterator[None]:
@@ -63,3 +50,34 @@ class Gate:
             yield
         finally:
             self._open.set()
+
+
+class _Passing:
+    """What ``Gate.passing()`` returns. A class, not a ``contextlib`` generator: a put passes
+    the gate twice, and the generator's enter and exit cost 3.6 us a time against 0.9."""
+
+    __slots__ = ("_gate",)
+
+    def __init__(self, gate: Gate) -> None:
+        self._gate = gate
+
+    def __enter__(self) -> None:
+        gate = self._gate
+        me = gevent.getcurrent()
+        depth = gate._inside.get(me, 0)
+        if depth == 0:
+            while not gate._open.is_set():
+                gate._open.wait()
+        gate._inside[me] = depth + 1
+        gate._idle.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        gate = self._gate
+        me = gevent.getcurrent()
+        depth = gate._inside[me] - 1
+        if depth:
+            gate._inside[me] = depth
+        else:
+            del gate._inside[me]
+            if not gate._inside:
+                gate._idle.set()
