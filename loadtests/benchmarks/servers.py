@@ -60,11 +60,17 @@ def stat_fields(path: str) -> list[str]:
         return f.read().rsplit(")", 1)[1].split()
 
 
-def cpu_seconds(pid: int, tid: int | None = None) -> float:
-    """utime + stime of a process (all its threads), or of its thread ``tid``, in seconds."""
+def cpu_split(pid: int, tid: int | None = None) -> tuple[float, float]:
+    """(utime, stime) of a process (all its threads), or of its thread ``tid``, in seconds."""
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     fields = stat_fields(path)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """utime + stime of a process (all its threads), or of its thread ``tid``, in seconds."""
+    return sum(cpu_split(pid, tid))
 
 
 @dataclass

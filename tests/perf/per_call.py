@@ -18,7 +18,6 @@ it.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import statistics
@@ -29,17 +28,10 @@ from pathlib import Path
 from hqueue import codec, fastpath
 
 from loadtests.benchmarks.kafka_clients import hq_create
-from loadtests.benchmarks.servers import HOST, Server, start_gateway, stat_fields, wait_quiet
+from loadtests.benchmarks.servers import HOST, Server, cpu_split, start_gateway, wait_quiet
 
 VALUE_BYTES = 100
 QUIET_TIMEOUT = 15.0
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process, all its threads."""
-    fields = stat_fields(f"/proc/{pid}/stat")
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def measure(
