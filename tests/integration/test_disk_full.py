@@ -8,6 +8,7 @@ the space the test wants gone and is removed to free it again. Figures are print
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -285,3 +286,40 @@ def test_metadata_writes_on_a_full_disk_do_not_wedge_the_store(
     assert refused == 40
     c.createQueue("again", 1, 60, {})
     assert [m.value for m in scan_queue(c, "q")] == [b"after"]
+
+
+def test_producer_puts_joined_on_a_full_disk_all_fail_then_go_again(
+    small_disk: Path, start_gateway: Any
+) -> None:
+    """hqueue.Producer joins the puts that wait for room in its window into one call: on a
+    full disk that call is refused, and each put in it fails with the gateway's error (none
+    stored); once space is freed the producer's puts go through again."""
+    from hqueue import Connection, Producer, ServerError
+
+    gw = start_gateway(data_dir=small_disk / "data")
+    q = Connection(gw.host, gw.port, timeout=30).create_queue("q", 1, 3600)
+    p = Producer(gw.host, gw.port, window=1, timeout=30, linger=0)
+    assert p.put_many("q", [(b"t", b"before")], 0).result(timeout=30) == 1
+    filler = fill(small_disk, 4 * MiB)  # under the 8 MiB the store keeps free
+    sent = p.calls
+    os.kill(gw.pid, signal.SIGSTOP)  # the first put in flight, the others wait and join
+    try:
+        futures = [p.put_many("q", [(b"t", b"%d" % i)] * 3, 0) for i in range(4)]
+    finally:
+        os.kill(gw.pid, signal.SIGCONT)
+    for f in futures:
+        with pytest.raises(ServerError, match="disk is full"):
+            f.result(timeout=30)
+    assert p.calls - sent == 2
+    filler.unlink()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            p.put_many("q", [(b"t", b"after")], 0).result(timeout=30)
+            break
+        except ServerError:
+            assert time.monotonic() < deadline, "puts still fail 10 s after space was freed"
+            time.sleep(0.2)
+    assert [m.value for m in q.scan()] == [b"before", b"after"]
+    p.close(timeout=30)
+    q.connection.close()

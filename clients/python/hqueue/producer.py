@@ -13,6 +13,14 @@ encoded and is already on the wire. The gateway answers the calls of one connect
 order, so a producer keeps per-partition order: a (queue, partition) always uses the same
 connection. Several connections let concurrent batches share the gateway's group commit.
 
+Calls made while the window is full wait in line, and a call to a (queue, partition) joins the
+call already waiting for it (up to ``max_call_messages`` and ``max_call_bytes``): under load
+the gateway gets a few large calls instead of many small ones, as librdkafka fills its batches
+while its requests are in flight. Each put keeps its own Future. A joined call is answered as
+one: the gateway checks a put whole before storing any of it, so when it refuses one message
+the put holding it gets the error (naming the message among its own) and the other puts of the
+call fail saying they were not stored and may be sent again.
+
 Each call's outcome is a :class:`concurrent.futures.Future` resolving to the number of
 messages once they are durable, or to the error (:class:`InvalidArgument`,
 :class:`ServerError`, :class:`TransportError`, as :class:`Connection` raises them).
@@ -34,6 +42,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import re
 import socket
 import threading
 import time
@@ -52,20 +61,60 @@ from .queue import DEFAULT_BATCH_SIZE
 DeliveryCallback = Callable[[int, "BaseException | None"], None]
 
 
+class _Call:
+    """A call on its way to the gateway: its request (or the put requests joined into it, see
+    :meth:`_Lane.send`) and the futures of the puts it carries, with their message counts."""
+
+    __slots__ = ("count", "deliveries", "generation", "key", "method", "requests", "size")
+
+    def __init__(
+        self, method: str, key: tuple[bytes, int | None], request: bytes, count: int,
+        future: Future[int],
+    ) -> None:  # fmt: skip
+        self.method = method
+        self.key = key
+        self.requests = [request]
+        self.deliveries = [(future, count)]
+        self.count = count
+        self.size = len(request)
+        self.generation = 0  # which socket of its lane it went out on
+
+    def join(self, other: _Call, max_messages: int, max_bytes: int) -> bool:
+        """Takes ``other``'s puts in, when the two fit in one call."""
+        if other.count + self.count > max_messages or other.size + self.size > max_bytes:
+            return False
+        self.requests += other.requests
+        self.deliveries += other.deliveries
+        self.count += other.count
+        self.size += other.size
+        return True
+
+    def request(self) -> bytes:
+        return codec.join_puts(self.requests)
+
+
 class _Lane:
-    """One connection: calls go out in order, a reader thread matches answers to them."""
+    """One connection: calls go out in order, a reader thread matches answers to them.
+
+    Up to ``window`` calls are in flight. Calls made while the window is full wait in line
+    (at most ``window`` of them), and a call to a (queue, partition) joins the last one
+    waiting for it while they fit in ``max_call_messages`` and ``max_call_bytes``: under load
+    the gateway gets fewer, larger calls, as librdkafka fills its batches while its requests
+    are in flight. When an answer comes, the first waiting call takes its slot."""
 
     def __init__(self, producer: Producer, index: int, host: str, port: int) -> None:
         self.producer = producer
         self.index = index
         self.host = host
         self.port = port
-        self._send_lock = threading.Lock()
-        self._cond = threading.Condition()
-        self._slots = threading.BoundedSemaphore(producer.window)
-        self._inflight: collections.deque[tuple[Future[int], int, str, int]] = collections.deque()
+        self._send_lock = threading.Lock()  # held from taking a slot until the bytes are out
+        self._cond = threading.Condition()  # guards what follows
+        self._free = producer.window  # slots of the window; > 0 only when none waits
+        self._waiting: collections.deque[_Call] = collections.deque()
+        self._inflight: collections.deque[_Call] = collections.deque()
         self._sock: socket.socket | None = None
         self._generation = 0  # which socket an in-flight call went out on
+        self.calls = 0  # calls sent (puts joined into one count once)
 
     def _open(self) -> socket.socket:
         p = self.producer
@@ -88,56 +137,117 @@ class _Lane:
         reader.start()
         return sock
 
-    def send(self, method: str, request: bytes, count: int, future: Future[int]) -> None:
+    def send(self, call: _Call) -> None:
+        """Sends ``call`` now, or lines it up (joined to a waiting call when it fits); waits
+        up to the producer's timeout for room in the line when that is full. Raises
+        TransportError when ``call`` was not sent (its future is then left alone)."""
         p = self.producer
-        if not self._slots.acquire(timeout=p.timeout):
-            raise TransportError(f"no answer from {self.host}:{self.port} within {p.timeout} s")
-        try:
+        deadline = time.monotonic() + p.timeout
+        while True:
             with self._send_lock:
-                sock = self._sock or self._open()
                 with self._cond:
-                    self._inflight.append((future, count, method, self._generation))
-                    self._cond.notify()
+                    now = self._free > 0
+                    if now:
+                        self._free -= 1
+                    elif self._line_up(call):
+                        return
+                if now:
+                    try:
+                        self._transmit(call)
+                        return
+                    except TransportError as exc:
+                        failed = exc
+            if now:  # not sent: its slot goes on (outside _send_lock, which _next takes)
+                self._next()
+                raise failed
+            with self._cond:
+                if not self._cond.wait_for(
+                    lambda: self._free > 0 or len(self._waiting) < p.window,
+                    deadline - time.monotonic(),
+                ):
+                    raise TransportError(
+                        f"no answer from {self.host}:{self.port} within {p.timeout} s"
+                    )
+
+    def _line_up(self, call: _Call) -> bool:
+        """Joins ``call`` to the last call waiting for its (queue, partition), or puts it at
+        the end of the line; False when the line is full. Holding _cond."""
+        p = self.producer
+        for waiting in reversed(self._waiting):
+            if waiting.key == call.key and waiting.method == call.method:
+                if waiting.join(call, p.max_call_messages, p.max_call_bytes):
+                    return True
+                break  # joining an earlier one would put these messages before its
+        if len(self._waiting) >= p.window:
+            return False
+        self._waiting.append(call)
+        return True
+
+    def _transmit(self, call: _Call) -> None:
+        """Sends ``call``, holding _send_lock and a slot of the window. Raises TransportError
+        when no connection can be made; a connection that breaks fails the call."""
+        sock = self._sock or self._open()
+        request = call.request()
+        with self._cond:
+            call.generation = self._generation
+            self._inflight.append(call)
+            self.calls += 1
+            self._cond.notify_all()
+        try:
+            sock.sendall(fastpath.frame(request) if self.producer.framed else request)
+        except OSError as exc:
+            self._broken(sock, TransportError(f"{call.method} to {self.address}: {exc}"))
+
+    def _next(self) -> None:
+        """A slot of the window came free: the first waiting call takes it, or it is free."""
+        while True:
+            with self._send_lock:
+                with self._cond:
+                    if not self._waiting:
+                        self._free += 1
+                        self._cond.notify_all()
+                        return
+                    call = self._waiting.popleft()
+                    self._cond.notify_all()  # room in the line
                 try:
-                    sock.sendall(fastpath.frame(request) if p.framed else request)
-                except OSError as exc:
-                    self._broken(sock, TransportError(f"{method} to {self.address}: {exc}"))
-        except BaseException:
-            if not future.done():  # never sent: nobody else will answer for it
-                self._slots.release()
-            raise
+                    self._transmit(call)
+                    return
+                except TransportError as exc:
+                    error = exc
+            self.producer._deliver(call, error)  # and the slot goes to the next one
 
     def _read(self, sock: socket.socket, ch: fastpath.Channel, generation: int) -> None:
         p = self.producer
         while True:
             with self._cond:
-                while not self._inflight or self._inflight[0][3] != generation:
+                while not self._inflight or self._inflight[0].generation != generation:
                     if self._sock is not sock:
                         return  # closed or replaced: its calls were failed already
                     self._cond.wait(0.5)
-                future, count, method, _ = self._inflight[0]
+                call = self._inflight[0]
             error: BaseException | None = None
             try:
-                ch.receive(method, fastpath.void_reply)
+                ch.receive(call.method, fastpath.void_reply)
             except (OSError, EOFError, ValueError) as exc:
                 if self._sock is not sock:
                     return
-                self._broken(sock, TransportError(f"{method} on {self.address}: {exc}"))
+                self._broken(sock, TransportError(f"{call.method} on {self.address}: {exc}"))
                 return
             except Exception as exc:  # an answer: the gateway refused this call
-                error = fastpath.mapped(method, exc)
+                error = fastpath.mapped(call.method, exc)
             if isinstance(error, TransportError):
                 self._broken(sock, error)
                 return
             with self._cond:
                 self._inflight.popleft()
                 self._cond.notify_all()  # flush() may wait for the window to empty
-            self._slots.release()
-            p._delivered(future, count, error)
+            self._next()
+            p._deliver(call, error)
 
     def _broken(self, sock: socket.socket, error: BaseException, lost: bool = True) -> None:
-        """Closes ``sock`` and fails every call sent on it; ``lost``: the gateway dropped it
-        (rather than we closing it), so routing goes around it for a while."""
+        """Closes ``sock`` and fails every call sent on it, and those waiting to be (they
+        were not sent); ``lost``: the gateway dropped it (rather than we closing it), so
+        routing goes around it for a while."""
         with self._cond:
             if self._sock is not sock:  # replaced already: its calls were failed then
                 with contextlib.suppress(OSError):
@@ -145,15 +255,19 @@ class _Lane:
                 return
             self._sock = None
             failed = list(self._inflight)
+            unsent = list(self._waiting)
+            self._free += len(failed)
             self._inflight.clear()
+            self._waiting.clear()
             self._cond.notify_all()
         if lost:
             self.producer._unreachable(self)
         with contextlib.suppress(OSError):
             sock.close()
-        for future, count, _, _ in failed:
-            self._slots.release()
-            self.producer._delivered(future, count, error)
+        for call in failed:
+            self.producer._deliver(call, error)
+        for call in unsent:
+            self.producer._deliver(call, TransportError(f"not sent: {error}"))
 
     @property
     def address(self) -> str:
@@ -161,7 +275,7 @@ class _Lane:
 
     def wait_idle(self, timeout: float | None) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: not self._inflight, timeout)
+            return self._cond.wait_for(lambda: not self._inflight and not self._waiting, timeout)
 
     def close(self) -> None:
         with self._send_lock:
@@ -176,7 +290,11 @@ class Producer:
     ``window``: calls in flight per connection; ``connections``: how many; ``batch_size``:
     messages per call made by :meth:`put`; ``linger``: seconds a :meth:`put` batch waits to
     fill before it is sent anyway (0: only when full, or on :meth:`flush`); ``timeout``
-    seconds for connecting and for a free slot in the window."""
+    seconds for connecting and for room to send. Calls that find the window full wait in
+    line, and later calls to the same queue and partition join them (see :class:`_Lane`) up
+    to ``max_call_messages`` and ``max_call_bytes`` together (librdkafka's defaults: 10000
+    and 1 MB; keep them within the gateway's ``--max-batch-messages`` and
+    ``--max-request-bytes``); ``max_call_messages=1`` joins none."""
 
     def __init__(
         self,
@@ -190,8 +308,12 @@ class Producer:
         timeout: float = 30.0,
         linger: float = 0.005,
         on_delivery: DeliveryCallback | None = None,
+        max_call_messages: int = 10_000,
+        max_call_bytes: int = 1 << 20,
     ) -> None:
         _int("port", port, 1, 65535)
+        self.max_call_messages = _int("max_call_messages", max_call_messages, 1, 2**31 - 1)
+        self.max_call_bytes = _int("max_call_bytes", max_call_bytes, 1, 2**31 - 1)
         self.window = _int("window", window, 1, 1024)
         _int("connections", connections, 1, 64)
         self.batch_size = _int("batch_size", batch_size, 1, 2**31 - 1)
@@ -262,14 +384,17 @@ class Producer:
             for queue in self._routed:
                 self._router.forget_locations(queue)
 
-    def _delivered(self, future: Future[int], count: int, error: BaseException | None) -> None:
-        if error is None:
-            future.set_result(count)
-        else:
-            future.set_exception(error)
-        if self.on_delivery is not None:
-            with contextlib.suppress(Exception):  # a failing callback must not stop the reader
-                self.on_delivery(count, error)
+    def _deliver(self, call: _Call, error: BaseException | None) -> None:
+        """Resolves the futures of ``call``'s puts (and tells on_delivery of each)."""
+        for i, (future, count) in enumerate(call.deliveries):
+            own = error if len(call.deliveries) == 1 else _joined_error(call, i, error)
+            if own is None:
+                future.set_result(count)
+            else:
+                future.set_exception(own)
+            if self.on_delivery is not None:
+                with contextlib.suppress(Exception):  # a failing callback must not stop us
+                    self.on_delivery(count, own)
 
     def put_many(
         self,
@@ -316,7 +441,8 @@ class Producer:
             return future
         method = "putMessages" if partition is None else "putMessagesWithPid"
         future.set_running_or_notify_cancel()
-        self._lane(name, partition).send(method, request, count, future)
+        call = _Call(method, (name, partition), request, count, future)
+        self._lane(name, partition).send(call)
         return future
 
     def put(self, queue: Bytes, topic: Bytes, value: Bytes, partition: int | None = None) -> None:
@@ -420,6 +546,11 @@ class Producer:
         with self._route_lock:
             return [lane for lanes in self._by_address.values() for lane in lanes]
 
+    @property
+    def calls(self) -> int:
+        """Calls sent to gateways so far: puts joined into one call count once."""
+        return sum(lane.calls for lane in self._all_lanes())
+
     def pending(self) -> int:
         """Messages buffered by :meth:`put`, not sent yet."""
         with self._lock:
@@ -456,3 +587,29 @@ class Producer:
                     lane.wait_idle(self.timeout)
                 lane.close()
             self._router.close()
+
+
+_MESSAGE_ARGUMENT = re.compile(r"tMessages\[(\d+)\](.*)")
+
+
+def _joined_error(call: _Call, index: int, error: BaseException | None) -> BaseException | None:
+    """The outcome of the ``index``-th put joined into ``call``, when the call's is
+    ``error``. The gateway checks a put whole before storing any of it, so a refused call
+    stored nothing: the put whose message was refused gets the error with that message
+    numbered among its own; the others are told they went down with it."""
+    if not isinstance(error, InvalidArgument):
+        return error
+    match = _MESSAGE_ARGUMENT.fullmatch(error.argument)
+    if match is None:  # about the queue or partition: every put of the call shares it
+        return error
+    at = int(match.group(1))
+    first = sum(count for _, count in call.deliveries[:index])
+    own = call.deliveries[index][1]
+    if first <= at < first + own:
+        return InvalidArgument(f"tMessages[{at - first}]{match.group(2)}", error.message)
+    return InvalidArgument(
+        "",
+        "not stored: the producer sent these messages in one call with others, and the gateway "
+        f"refused that call for one of those ({error.argument}: {error.message}); "
+        "these may be sent again",
+    )
