@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_rowkey.h"
+
 /* A timestamp's int passes 2**30: PyLong_AsLong (64 bits here) reads it in a short loop where
  * PyLong_AsLongLong goes through _PyLong_AsByteArray. */
 #if LONG_MAX >= INT64_MAX
@@ -294,14 +296,6 @@ typedef struct {
     Py_ssize_t cursor, from, to;
 } EncRun;
 
-static inline uint64_t rd_be64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 static inline uint32_t rd_be32(const unsigned char *p)
 {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
@@ -322,7 +316,7 @@ static int enc_message(const EncCursor *cur, Py_ssize_t c, MergeKey *k, Py_ssize
     Py_ssize_t vl = (Py_ssize_t)rd_be32(m + 35 + tl);
     if (vl > room - 40 - tl || m[39 + tl + vl] != 0)
         goto bad;
-    k->ts = (long long)rd_be64(m + 6);
+    k->ts = (long long)hq_get_be64(m + 6);
     k->seq = (int16_t)(((unsigned)m[17] << 8) | m[18]);
     k->part = (int16_t)(((unsigned)m[23] << 8) | m[24]);
     k->cursor = c;

@@ -234,10 +234,33 @@ static PyObject *sequence_int(int seq)
     return n;
 }
 
+/* One message taken into an encoded read's bytearray, as a TMessage: limit, size, budget.
+ * With no topic filter it needs no topic object (take's check of the last topic went). */
+static int take_encoded(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t tl,
+                        const uint8_t *body, Py_ssize_t bl)
+{
+    if (sink_reserve(s, TMESSAGE_OVERHEAD + tl + bl) < 0)
+        return FAILED;
+    Out o = {PyByteArray_AS_STRING(s->rows), s->used, PyByteArray_GET_SIZE(s->rows)};
+    int partition = (s->at[HQ_KEY_PARTITION_AT] << 8) | s->at[HQ_KEY_PARTITION_AT + 1];
+    put_tmessage(&o, ts, seq, partition, (const char *)topic, tl, (const char *)body, bl);
+    s->used = o.len;
+    s->taken++;
+    s->bodies += bl;
+    s->have_last = 1;
+    memcpy(s->last, s->at, HQ_KEY_LENGTH);
+    s->size += 1 + tl + bl;
+    if (s->taken >= s->limit || s->size >= s->max_bytes)
+        return FULL;
+    return --s->budget <= 0 ? BUDGET : GO_ON;
+}
+
 /* One message in range (key in s->at): the topic filter, the row, limit, size and budget. */
 static int take(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t tl,
                 const uint8_t *body, Py_ssize_t bl)
 {
+    if (s->encoded && s->topics == Py_None)
+        return take_encoded(s, ts, seq, topic, tl, body, bl);
     PyObject *t;
     if (s->last_topic && PyBytes_GET_SIZE(s->last_topic) == tl &&
         memcmp(PyBytes_AS_STRING(s->last_topic), topic, (size_t)tl) == 0) {
@@ -260,19 +283,7 @@ static int take(Scan *s, long long ts, int seq, const uint8_t *topic, Py_ssize_t
     }
     if (wanted && s->encoded) {
         Py_DECREF(t);
-        if (sink_reserve(s, TMESSAGE_OVERHEAD + tl + bl) < 0)
-            return FAILED;
-        Out o = {PyByteArray_AS_STRING(s->rows), s->used, PyByteArray_GET_SIZE(s->rows)};
-        int partition = (s->at[HQ_KEY_PARTITION_AT] << 8) | s->at[HQ_KEY_PARTITION_AT + 1];
-        put_tmessage(&o, ts, seq, partition, (const char *)topic, tl, (const char *)body, bl);
-        s->used = o.len;
-        s->taken++;
-        s->bodies += bl;
-        s->have_last = 1;
-        memcpy(s->last, s->at, HQ_KEY_LENGTH);
-        s->size += 1 + tl + bl;
-        if (s->taken >= s->limit || s->size >= s->max_bytes)
-            return FULL;
+        return take_encoded(s, ts, seq, topic, tl, body, bl);
     } else if (wanted) {
         /* The messages of a put share their millisecond, and sequences repeat from one
          * millisecond to the next: their ints are shared, not made per row (a row's tuple and
