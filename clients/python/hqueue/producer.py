@@ -186,13 +186,18 @@ class _Lane:
     def _transmit(self, call: _Call) -> None:
         """Sends ``call``, holding _send_lock and a slot of the window. Raises TransportError
         when no connection can be made; a connection that breaks fails the call."""
-        sock = self._sock or self._open()
         request = call.request()
-        with self._cond:
-            call.generation = self._generation
-            self._inflight.append(call)
-            self.calls += 1
-            self._cond.notify_all()
+        while True:
+            sock = self._sock or self._open()
+            with self._cond:
+                # the reader may have found the connection broken since: then this call,
+                # not sent yet and not among the calls it failed, goes on a new one
+                if self._sock is sock:
+                    call.generation = self._generation
+                    self._inflight.append(call)
+                    self.calls += 1
+                    self._cond.notify_all()
+                    break
         try:
             sock.sendall(fastpath.frame(request) if self.producer.framed else request)
         except OSError as exc:
