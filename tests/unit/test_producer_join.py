@@ -4,6 +4,9 @@ error goes to the put at fault (the rest are told they were not stored)."""
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -13,11 +16,12 @@ from hqueue import (  # type: ignore[attr-defined]
     Message,
     MessageID,
     ServerError,
+    TransportError,
     _fastclient,
     _purecodec,
     codec,
 )
-from hqueue.producer import _Call, _joined_error
+from hqueue.producer import _Call, _joined_error, _Lane
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,3 +87,64 @@ def test_calls_join_within_both_limits() -> None:
     assert not call.join(joined(5), 100, 9)  # 10 bytes
     assert call.join(joined(5), 10, 10)
     assert (call.count, call.size, len(call.deliveries)) == (10, 10, 2)
+
+
+class _Stub:
+    """What a lane asks of its Producer, without a gateway."""
+
+    window, timeout, framed = 2, 5.0, False
+    max_call_messages, max_call_bytes = 10_000, 1 << 20
+
+    def __init__(self) -> None:
+        self.delivered: list[tuple[_Call, BaseException | None]] = []
+
+    def _unreachable(self, lane: Any) -> None:
+        pass
+
+    def _deliver(self, call: _Call, error: BaseException | None) -> None:
+        self.delivered.append((call, error))
+
+
+class _BreaksOnce:
+    """The lane's condition, which runs ``hook`` the first time it is entered: the reader
+    finding the connection broken at that moment."""
+
+    def __init__(self, cond: threading.Condition, hook: Callable[[], None]) -> None:
+        self.cond, self.hook = cond, hook
+
+    def __enter__(self) -> Any:
+        hook, self.hook = self.hook, lambda: None
+        hook()
+        return self.cond.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.cond.__exit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cond, name)
+
+
+def test_a_call_whose_connection_broke_before_it_went_out_goes_on_a_new_one() -> None:
+    old, old_peer = socket.socketpair()
+    new, new_peer = socket.socketpair()
+    stub = _Stub()
+    lane = _Lane(stub, 0, "127.0.0.1", 9)  # type: ignore[arg-type]
+    lane._sock, lane._generation = old, 1
+
+    def reopen() -> socket.socket:
+        lane._sock, lane._generation = new, 2
+        return new
+
+    lane._open = reopen  # type: ignore[method-assign]
+    request = codec.encode_put(0, b"q", 0, [(b"t", b"v")], 0)
+    call = _Call("putMessagesWithPid", (b"q", 0), request, 1, Future())
+    # the reader finds the old connection broken after _transmit read it, before it was used
+    lane._cond = _BreaksOnce(lane._cond, lambda: lane._broken(old, TransportError("gone")))  # type: ignore[assignment]
+    lane._free -= 1  # the slot _transmit's caller holds
+    lane._transmit(call)
+    new_peer.settimeout(5)
+    assert new_peer.recv(len(request), socket.MSG_WAITALL) == request  # sent, on the new one
+    assert list(lane._inflight) == [call] and call.generation == 2
+    assert stub.delivered == []  # not failed: its answer will come on the new connection
+    for s in (old_peer, new, new_peer):
+        s.close()
