@@ -8,7 +8,6 @@ the space the test wants gone and is removed to free it again. Figures are print
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -18,10 +17,12 @@ from typing import Any
 
 import psutil
 import pytest
+from hqueue import Connection, Producer, ServerError
 from thriftpy2.protocol.binary import TBinaryProtocol
 
 from tests.conftest import wait_until
 from tests.helpers import SocketReader, call_bytes, read_answer, scan_queue
+from tests.integration.conftest import frozen
 
 MiB = 1 << 20
 
@@ -294,19 +295,14 @@ def test_producer_puts_joined_on_a_full_disk_all_fail_then_go_again(
     """hqueue.Producer joins the puts that wait for room in its window into one call: on a
     full disk that call is refused, and each put in it fails with the gateway's error (none
     stored); once space is freed the producer's puts go through again."""
-    from hqueue import Connection, Producer, ServerError
-
     gw = start_gateway(data_dir=small_disk / "data")
     q = Connection(gw.host, gw.port, timeout=30).create_queue("q", 1, 3600)
     p = Producer(gw.host, gw.port, window=1, timeout=30, linger=0)
     assert p.put_many("q", [(b"t", b"before")], 0).result(timeout=30) == 1
     filler = fill(small_disk, 4 * MiB)  # under the 8 MiB the store keeps free
     sent = p.calls
-    os.kill(gw.pid, signal.SIGSTOP)  # the first put in flight, the others wait and join
-    try:
+    with frozen(gw.proc):  # the first put in flight, the others wait and join
         futures = [p.put_many("q", [(b"t", b"%d" % i)] * 3, 0) for i in range(4)]
-    finally:
-        os.kill(gw.pid, signal.SIGCONT)
     for f in futures:
         with pytest.raises(ServerError, match="disk is full"):
             f.result(timeout=30)

@@ -4,7 +4,6 @@ The full-disk story is in test_disk_full.py."""
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -14,24 +13,12 @@ from typing import Any
 import pytest
 from hqueue import Connection, InvalidArgument, Producer, TransportError
 
+from tests.integration.conftest import frozen
+
 
 @pytest.fixture
 def store() -> str:
     return "embedded"  # joining is the client's; any store answers the same
-
-
-class Paused:
-    """A gateway stopped with SIGSTOP until the block ends (SIGCONT)."""
-
-    def __init__(self, gw: Any) -> None:
-        self.pid = gw.pid
-
-    def __enter__(self) -> Paused:
-        os.kill(self.pid, signal.SIGSTOP)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        os.kill(self.pid, signal.SIGCONT)
 
 
 @pytest.fixture
@@ -64,7 +51,7 @@ def test_puts_waiting_on_a_paused_gateway_go_as_one_call_per_partition(
     p = warmed(gw, queue_name, 3, window=2)
     sent = p.calls
     futures: list[Future[int]] = []
-    with Paused(gw):
+    with frozen(gw.proc):
         for i in range(40):  # 2 go out, the rest wait in line: one call for each partition
             pairs = [(b"t", b"%d:%d" % (i, k)) for k in range(10)]
             futures.append(p.put_many(queue_name, pairs, partition=i % 2))
@@ -91,7 +78,7 @@ def test_joined_calls_stay_within_max_call_messages(
     gw, q = setup
     p = warmed(gw, queue_name, 1, window=2, max_call_messages=30)
     sent = p.calls
-    with Paused(gw):  # two in flight, then two calls of 30 messages (three puts each)
+    with frozen(gw.proc):  # two in flight, then two calls of 30 messages (three puts each)
         futures = [p.put_many(queue_name, [(b"t", b"%d" % i)] * 10, 0) for i in range(8)]
     assert [f.result(timeout=30) for f in futures] == [10] * 8
     assert p.calls - sent == 4
@@ -107,7 +94,7 @@ def test_a_refused_joined_call_names_the_put_at_fault(
 ) -> None:
     gw, q = setup
     p = warmed(gw, queue_name, 1, window=1)
-    with Paused(gw):
+    with frozen(gw.proc):
         first = p.put_many(queue_name, [(b"t", b"first")], 0)
         good = p.put_many(queue_name, [(b"t", b"a1"), (b"t", b"a2")], 0)
         bad = p.put_many(queue_name, [(b"t", b"b1"), (b"", b"b2")], 0)  # empty topic
@@ -131,7 +118,7 @@ def test_a_gateway_killed_while_calls_wait_fails_them_as_not_sent(
     gw, _ = setup
     delivered: list[tuple[int, BaseException | None]] = []
     p = warmed(gw, queue_name, 1, window=1, on_delivery=lambda n, e: delivered.append((n, e)))
-    os.kill(gw.pid, signal.SIGSTOP)
+    gw.proc.send_signal(signal.SIGSTOP)  # not resumed: killed below
     in_flight = p.put_many(queue_name, [(b"t", b"x")], 0)
     waiting = [p.put_many(queue_name, [(b"t", b"y")] * 5, 0) for _ in range(3)]
     gw.kill()  # SIGKILL ends a stopped process too
