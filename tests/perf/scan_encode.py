@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import statistics
-import struct
 import timeit
 from collections.abc import Callable
 from pathlib import Path
@@ -43,20 +42,15 @@ def load(path: Path) -> ModuleType:
 
 def records(module: ModuleType, value_bytes: int) -> list[tuple[bytes, bytes]]:
     """The (key, value) pairs RocksDB would hold for RECORDS puts of one partition."""
-    out = []
+    from gateway.fast import put_wal_cells
+
+    out: list[tuple[bytes, bytes]] = []
     for r in range(RECORDS):
         n = MESSAGES_PER_RECORD
         cells, _ = module.wal_records(
             3, 1_700_000_000_000 + r, 0, [b"topic"] * n, [b"x" * value_bytes] * n, n, 1 << 30
         )
-        at = 0
-        while at < len(cells):  # log cells: u8 key length, key, u32 LE value length, value
-            key_len = cells[at]
-            key = bytes(cells[at + 1 : at + 1 + key_len])
-            at += 1 + key_len
-            (value_len,) = struct.unpack_from("<I", cells, at)
-            out.append((key, bytes(cells[at + 4 : at + 4 + value_len])))
-            at += 4 + value_len
+        put_wal_cells(lambda key, value, _: out.append((key, value)), None, cells)
     return out
 
 
