@@ -21,7 +21,6 @@ from hqueue import (  # type: ignore[attr-defined]
     ServerError,
     TransportError,
     _fastclient,
-    _purecodec,
     codec,
     fastpath,
 )
@@ -32,10 +31,9 @@ from thriftpy2.protocol.cybin import TCyBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TMessageType
 from thriftpy2.transport import TCyMemoryBuffer
 
+from tests.unit.client_codecs import IMPLS
+
 T = hqueue_thrift()
-IMPLS = [_fastclient, _purecodec]
-for _impl in IMPLS:
-    _impl.setup(Message, MessageID, InvalidArgument)
 
 
 @pytest.fixture(params=IMPLS, ids=["c", "python"])

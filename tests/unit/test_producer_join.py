@@ -13,21 +13,15 @@ from typing import Any
 import pytest
 from hqueue import (  # type: ignore[attr-defined]
     InvalidArgument,
-    Message,
-    MessageID,
     ServerError,
     TransportError,
-    _fastclient,
-    _purecodec,
     codec,
 )
-from hqueue.producer import _Call, _joined_error, _Lane
+from hqueue.lane import _Call, _joined_error, _Lane
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-IMPLS = [_fastclient, _purecodec]  # each writes what thriftpy2 does (test_fastclient.py)
-for _impl in IMPLS:
-    _impl.setup(Message, MessageID, InvalidArgument)
+from tests.unit.client_codecs import IMPLS  # each writes what thriftpy2 does (test_fastclient)
 
 texts = st.binary(max_size=30)
 pids = st.none() | st.integers(0, 32766)
