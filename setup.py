@@ -28,11 +28,21 @@ setup(
         Extension(
             "gateway._records",
             ["gateway/_records.c"],
-            depends=["gateway/_rowkey.h", "gateway/_thriftbuf.h", "gateway/_spans.h"],
+            depends=[
+                "gateway/_rowkey.h",
+                "gateway/_thriftbuf.h",
+                "gateway/_spans.h",
+                "gateway/_marks.h",
+            ],
             extra_compile_args=["-O2"],
         ),
         # the merged scans' k-way merge (gateway/scanners.py)
-        Extension("gateway._merge", ["gateway/_merge.c"], extra_compile_args=["-O2"]),
+        Extension(
+            "gateway._merge",
+            ["gateway/_merge.c"],
+            depends=["gateway/_rowkey.h", LIMITS_H, "gateway/_marks.h"],
+            extra_compile_args=["-O2"],
+        ),
         # the HBase store's Thrift1 codec (mutateRows calls, scannerGetList replies)
         Extension(
             "gateway.store._hbasecodec",

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_marks.h"
 #include "_rowkey.h"
 
 /* A timestamp's int passes 2**30: PyLong_AsLong (64 bits here) reads it in a short loop where
@@ -269,8 +270,8 @@ done:
 
 /* ---- merged scans over encoded pages ---------------------------------------------------- */
 
-/* merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes)
- *   -> (taken, offsets, sizes, lasts, bodies)
+/* merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes,
+ *               marks=None) -> (taken, offsets, sizes, lasts, bodies)
  * buffers: per partition, TMessages of the binary protocol one after the other (what a store
  * reader's read_encoded appended: gateway/_thriftbuf.h put_tmessage), the next one at
  * offsets[i], counts[i] of them left; more[i]: whether partition i may have messages beyond.
@@ -285,16 +286,23 @@ done:
  * taken from it; lasts[i]: the offset of the last message taken from it, -1 if none; bodies:
  * the value bytes of all. A merged page costs no Python object per message. A buffer that does
  * not hold ``counts[i]`` well-formed messages from its offset raises ValueError, with nothing
- * appended. */
+ * appended.
+ * marks (optional): per buffer, the bytearray of its marks that scan_records wrote
+ * (gateway/_marks.h), or None. A segment that lies wholly in the run is taken without reading
+ * its messages (the first and the last are checked); the answer is the same as without. */
 
 typedef struct {
     const unsigned char *p; /* the buffer */
     Py_ssize_t len, at, left, size, last;
+    const unsigned char *marks; /* its marks (gateway/_marks.h), or NULL */
+    Py_ssize_t nmarks, mark;    /* how many; the first that may hold ``at`` */
 } EncCursor;
 
 typedef struct {
     Py_ssize_t cursor, from, to;
 } EncRun;
+
+#define TMESSAGE_BYTES 40 /* a TMessage's bytes besides its topic and value */
 
 static inline uint32_t rd_be32(const unsigned char *p)
 {
@@ -327,6 +335,65 @@ static int enc_message(const EncCursor *cur, Py_ssize_t c, MergeKey *k, Py_ssize
 bad:
     PyErr_SetString(PyExc_ValueError, "a buffer does not hold the TMessages its count says");
     return -1;
+}
+
+static int bad_marks(void)
+{
+    PyErr_SetString(PyExc_ValueError, "a buffer's marks do not match its messages");
+    return -1;
+}
+
+/* The rest of the segment holding the message at e->at (key ``head``, which comes before
+ * ``runner``, the smallest head of the other buffers, NULL if none), taken whole when its last
+ * message comes before ``runner`` too and the segment fits in ``room`` messages and under
+ * ``room_bytes`` of topics and values (the message walk would take all of it then): 1 taken
+ * (got: messages, their topic and value bytes, their values' bytes), 0 not (the walk goes on
+ * message by message), -1 ValueError (marks that disagree with the buffer). */
+static int take_segment(EncCursor *e, Py_ssize_t c, const MergeKey *head, const MergeKey *runner,
+                        int reverse, Py_ssize_t room, Py_ssize_t room_bytes, Py_ssize_t got[3])
+{
+    HqMark m;
+    while (e->mark < e->nmarks) {
+        memcpy(&m, e->marks + (size_t)e->mark * sizeof m, sizeof m);
+        if (m.end > e->at)
+            break;
+        e->mark++;
+    }
+    if (e->mark == e->nmarks)
+        return 0;
+    if (m.last_at < e->at || m.end > e->len || m.part != head->part)
+        return bad_marks();
+    MergeKey last = {m.last_ts, m.last_seq, m.part, c};
+    if (runner && !merge_less(&last, runner, reverse))
+        return 0;
+    int64_t ahead = hq_linear_id(m.last_ts, m.last_seq) - hq_linear_id(head->ts, head->seq);
+    if (reverse)
+        ahead = -ahead;
+    Py_ssize_t count = (Py_ssize_t)ahead + 1;
+    Py_ssize_t bytes = (Py_ssize_t)(m.end - e->at) - TMESSAGE_BYTES * count;
+    if (ahead < 0 || count > e->left || bytes < (Py_ssize_t)m.tl * count)
+        return bad_marks();
+    if (count > room || bytes >= room_bytes)
+        return 0;
+    EncCursor probe = *e; /* the last message: where the mark says, with its id */
+    probe.at = (Py_ssize_t)m.last_at;
+    MergeKey key;
+    Py_ssize_t len, tl, vl;
+    if (enc_message(&probe, c, &key, &len, &tl, &vl) < 0) {
+        PyErr_Clear();
+        return bad_marks();
+    }
+    if (key.ts != m.last_ts || key.seq != m.last_seq || key.part != m.part || tl != m.tl ||
+        probe.at + len != m.end)
+        return bad_marks();
+    e->last = probe.at;
+    e->at = (Py_ssize_t)m.end;
+    e->left -= count;
+    e->size += bytes;
+    got[0] = count;
+    got[1] = bytes;
+    got[2] = bytes - (Py_ssize_t)m.tl * count;
+    return 1;
 }
 
 /* Appends the runs to the parts list ``out``: a run of view_bytes or more as a memoryview of
@@ -382,27 +449,31 @@ static int append_runs(PyObject *out, PyObject *buffers, const EncCursor *cur,
 static PyObject *merge_encoded(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *buffers, *offsets, *counts, *more, *out;
+    PyObject *buffers, *offsets, *counts, *more, *out, *marks = Py_None;
     Py_ssize_t n, max_bytes, view_bytes;
     int reverse;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nnpn", &PyList_Type, &buffers, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!nnpn|O", &PyList_Type, &buffers, &PyList_Type,
                           &offsets, &PyList_Type, &counts, &PyList_Type, &more, &PyList_Type,
-                          &out, &n, &max_bytes, &reverse, &view_bytes))
+                          &out, &n, &max_bytes, &reverse, &view_bytes, &marks))
         return NULL;
     Py_ssize_t k = PyList_GET_SIZE(buffers);
     if (PyList_GET_SIZE(offsets) != k || PyList_GET_SIZE(counts) != k ||
-        PyList_GET_SIZE(more) != k) {
-        PyErr_SetString(PyExc_ValueError, "buffers, offsets, counts and more differ in length");
+        PyList_GET_SIZE(more) != k || (marks != Py_None && (!PyList_Check(marks) ||
+                                                             PyList_GET_SIZE(marks) != k))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "buffers, offsets, counts, more and marks differ in length");
         return NULL;
     }
     size_t slots = (size_t)(k ? k : 1);
     Py_buffer *views = PyMem_Calloc(slots, sizeof(Py_buffer));
+    Py_buffer *mark_views = PyMem_Calloc(slots, sizeof(Py_buffer));
+    Py_ssize_t nmark_views = 0;
     EncCursor *cur = PyMem_Calloc(slots, sizeof(EncCursor));
     MergeKey *heap = PyMem_Malloc(sizeof(MergeKey) * slots);
     Py_ssize_t runs_cap = 64, nruns = 0, nviews = 0;
     EncRun *runs = PyMem_Malloc(sizeof(EncRun) * (size_t)runs_cap);
     PyObject *result = NULL, *taken = NULL, *offs = NULL, *sizes = NULL, *lasts = NULL;
-    if (!views || !cur || !heap || !runs) {
+    if (!views || !mark_views || !cur || !heap || !runs) {
         PyErr_NoMemory();
         goto done;
     }
@@ -431,6 +502,18 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
         if (cur[c].at < 0 || cur[c].at > cur[c].len || cur[c].left < 0) {
             PyErr_SetString(PyExc_ValueError, "an offset is outside its buffer");
             goto done;
+        }
+        PyObject *mk = marks == Py_None ? Py_None : PyList_GET_ITEM(marks, c);
+        if (mk != Py_None) {
+            if (PyObject_GetBuffer(mk, &mark_views[c], PyBUF_SIMPLE) < 0)
+                goto done;
+            nmark_views = c + 1;
+            if (mark_views[c].len % (Py_ssize_t)sizeof(HqMark)) {
+                bad_marks();
+                goto done;
+            }
+            cur[c].marks = mark_views[c].buf;
+            cur[c].nmarks = mark_views[c].len / (Py_ssize_t)sizeof(HqMark);
         }
         if (!cur[c].left)
             continue;
@@ -462,6 +545,19 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
                 heap[0] = key;
                 head_moved = 1;
                 break;
+            }
+            if (e->marks) {
+                Py_ssize_t got[3];
+                int took = take_segment(e, c, &key, runner, reverse, n - count, max_bytes - size,
+                                        got);
+                if (took < 0)
+                    goto done;
+                if (took) {
+                    count += got[0];
+                    size += got[1];
+                    bodies += got[2];
+                    continue;
+                }
             }
             e->last = e->at;
             e->at += len;
@@ -520,7 +616,11 @@ static PyObject *merge_encoded(PyObject *self, PyObject *args)
 done:
     for (Py_ssize_t c = 0; c < nviews; c++)
         PyBuffer_Release(&views[c]);
+    for (Py_ssize_t c = 0; c < nmark_views; c++)
+        if (mark_views[c].obj)
+            PyBuffer_Release(&mark_views[c]);
     PyMem_Free(views);
+    PyMem_Free(mark_views);
     PyMem_Free(cur);
     PyMem_Free(heap);
     PyMem_Free(runs);
@@ -536,8 +636,8 @@ static PyMethodDef methods[] = {
      "merge_rows(buffers, starts, more, partitions, n, max_bytes, reverse) -> "
      "(rows, parts, taken, taken_bytes, size)"},
     {"merge_encoded", merge_encoded, METH_VARARGS,
-     "merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes) -> "
-     "(taken, offsets, sizes, lasts, bodies)"},
+     "merge_encoded(buffers, offsets, counts, more, out, n, max_bytes, reverse, view_bytes, "
+     "marks=None) -> (taken, offsets, sizes, lasts, bodies)"},
     {NULL, NULL, 0, NULL},
 };
 

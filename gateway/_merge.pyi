@@ -19,4 +19,5 @@ def merge_encoded(
     max_bytes: int,
     reverse: bool,
     view_bytes: int,
+    marks: list[bytearray | None] | None = None,  # scan_records' marks, per buffer
 ) -> tuple[list[int], list[int], list[int], list[int], int]: ...

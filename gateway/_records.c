@@ -14,7 +14,8 @@
  *   messages and (unless one message is larger) ``max_bytes`` of topics and bodies each, as
  *   the log's cells (gateway/_wal.c's format: u8 key length, key, u32 LE value length,
  *   value), so put_wal_cells applies and replays them unchanged; and how many there are.
- * scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)
+ * scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse,
+ *              marks=None)
  *     -> (status, key, size, budget, held, taken, last, bodies)
  *   The scan loop over RocksDB entries (per-row values or records), message by message:
  *   appends (timestamp, sequence, topic, body) to ``rows`` (a list; a bytearray: the
@@ -29,13 +30,15 @@
  *   range examined (key: the last examined). size: bytes of topics and bodies appended (+1
  *   each); held: on 2 and 3, the record entry it stopped in (None for a row); taken: the
  *   messages this call appended, last: the key of the last of them (None if none), bodies:
- *   their bodies' bytes.
+ *   their bodies' bytes. ``marks`` (a bytearray, with a bytearray ``rows``): the page's
+ *   segments are marked there as messages are appended (gateway/_marks.h), for merge_encoded.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "_marks.h"
 #include "_rowkey.h"
 #include "_spans.h"
 #include "_thriftbuf.h"
@@ -185,6 +188,8 @@ typedef struct {
     Py_ssize_t taken, bodies; /* messages taken, and their bodies' bytes, by this call */
     int have_last;
     uint8_t last[HQ_KEY_LENGTH]; /* the key of the last message taken */
+    PyObject *marks; /* a bytearray of the page's marks (gateway/_marks.h), or NULL */
+    int reverse;
 } Scan;
 
 /* Room for n more bytes (one message's) in an encoded read's bytearray. It grows once for
@@ -244,6 +249,9 @@ static int take_encoded(Scan *s, long long ts, int seq, const uint8_t *topic, Py
     Out o = {PyByteArray_AS_STRING(s->rows), s->used, PyByteArray_GET_SIZE(s->rows)};
     int partition = (s->at[HQ_KEY_PARTITION_AT] << 8) | s->at[HQ_KEY_PARTITION_AT + 1];
     put_tmessage(&o, ts, seq, partition, (const char *)topic, tl, (const char *)body, bl);
+    if (s->marks &&
+        hq_mark_message(s->marks, s->used, o.len, ts, seq, tl, partition, s->reverse) < 0)
+        return FAILED;
     s->used = o.len;
     s->taken++;
     s->bodies += bl;
@@ -438,15 +446,20 @@ static int scan_entry(Scan *s, PyObject *item, int reverse)
 static PyObject *scan_records(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *items, *held, *lower, *upper, *topics, *rows;
+    PyObject *items, *held, *lower, *upper, *topics, *rows, *marks = Py_None;
     Py_ssize_t limit, budget, max_bytes;
     int reverse;
-    if (!PyArg_ParseTuple(args, "OOSSOnnOnp", &items, &held, &lower, &upper, &topics, &limit,
-                          &budget, &rows, &max_bytes, &reverse))
+    if (!PyArg_ParseTuple(args, "OOSSOnnOnp|O", &items, &held, &lower, &upper, &topics, &limit,
+                          &budget, &rows, &max_bytes, &reverse, &marks))
         return NULL;
     int encoded = PyByteArray_CheckExact(rows);
     if (!encoded && !PyList_Check(rows)) {
         PyErr_SetString(PyExc_TypeError, "rows must be a list or a bytearray");
+        return NULL;
+    }
+    if (marks != Py_None && (!encoded || !PyByteArray_CheckExact(marks) || marks == rows)) {
+        PyErr_SetString(PyExc_TypeError, "marks must be None, or a bytearray of its own when "
+                                         "rows is a bytearray");
         return NULL;
     }
     if (topics != Py_None && !PyAnySet_Check(topics)) {
@@ -456,7 +469,8 @@ static PyObject *scan_records(PyObject *self, PyObject *args)
     Scan s = {topics, rows, NULL, NULL, 0, limit, budget, max_bytes, 0,
               PyBytes_AS_STRING(lower), PyBytes_AS_STRING(upper),
               PyBytes_GET_SIZE(lower), PyBytes_GET_SIZE(upper), {0},
-              encoded, encoded ? PyByteArray_GET_SIZE(rows) : 0, 0, 0, 0, {0}};
+              encoded, encoded ? PyByteArray_GET_SIZE(rows) : 0, 0, 0, 0, {0},
+              marks == Py_None ? NULL : marks, reverse};
     int status = GO_ON, seen = 0;
     PyObject *item = NULL;
     if (held != Py_None) {
@@ -509,8 +523,8 @@ static PyMethodDef methods[] = {
      "wal_records(partition, timestamp, sequence, topics, values, max_count, max_bytes) -> "
      "(cells, records)"},
     {"scan_records", scan_records, METH_VARARGS,
-     "scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse)"
-     " -> (status, key, size, budget, held, taken, last, bodies)"},
+     "scan_records(items, held, lower, upper, topics, limit, budget, rows, max_bytes, reverse, "
+     "marks=None) -> (status, key, size, budget, held, taken, last, bodies)"},
     {NULL, NULL, 0, NULL},
 };
 

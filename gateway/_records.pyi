@@ -23,6 +23,7 @@ def scan_records(
     rows: list[tuple[int, int, bytes, bytes]] | bytearray,
     max_bytes: int,
     reverse: bool,
+    marks: bytearray | None = None,  # the page's segments (gateway/_marks.h)
 ) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int]: ...
 
 RECORD_VERSION: int  # checked against gateway/store/embedded/records.py by the unit tests

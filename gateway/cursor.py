@@ -79,8 +79,9 @@ class PartitionCursor:
     row is copied from one container to another until a reply takes it.
 
     A merged scan whose reply is binary buffers TMessages instead, as the store reader encoded
-    them (:meth:`fill_encoded`): ``_enc`` holds ``_enc_left`` of them from ``_enc_at`` on, and
-    ``merge_encoded`` copies them into the reply run by run. At most one of the two buffers
+    them (:meth:`fill_encoded`): ``_enc`` holds ``_enc_left`` of them from ``_enc_at`` on,
+    ``_enc_marks`` its segments (gateway/_marks.h), and ``merge_encoded`` copies them into the
+    reply run by run, a segment at a time where it can. At most one of the two buffers
     holds anything; a row read (:meth:`fill`) decodes what the encoded one has left."""
 
     __slots__ = (
@@ -91,6 +92,7 @@ class PartitionCursor:
         "_enc",
         "_enc_at",
         "_enc_left",
+        "_enc_marks",
         "_head",
         "_last",
         "_reader",
@@ -113,6 +115,7 @@ class PartitionCursor:
         self._enc: bytearray | None = None  # TMessages (fill_encoded), or None
         self._enc_at = 0  # where the next of them begins
         self._enc_left = 0  # how many are left
+        self._enc_marks: bytearray | None = None  # their segments, for merge_encoded
         self._bytes = 0  # at least the topic and value bytes buffered (see _set_bytes)
         self._done = False
 
@@ -156,7 +159,7 @@ class PartitionCursor:
         return self._done and not self.peek_ready()
 
     def _drop_encoded(self) -> None:
-        self._enc = None
+        self._enc = self._enc_marks = None
         self._enc_at = self._enc_left = 0
 
     def _decode_encoded(self) -> None:
@@ -240,6 +243,7 @@ class PartitionCursor:
         want: int,
         max_bytes: int,
         got: _PageRead,
+        marks: bytearray | None = None,
     ) -> bool:
         """Appends to ``out`` the next ``want`` messages (fewer once ``max_bytes``, or at the
         end) as the reader encodes them, tallying them in ``got`` as it goes (a refused read
@@ -249,7 +253,7 @@ class PartitionCursor:
             if meter is not None:
                 meter.check()
             reader = self._reader or self._open_reader(store, meta)
-            page = reader.read_encoded(out, want - got.count, max_bytes - got.size)
+            page = reader.read_encoded(out, want - got.count, max_bytes - got.size, marks)
             if page is None:
                 assert got.count == 0, "a reader reads encoded or not"
                 return False
@@ -275,15 +279,16 @@ class PartitionCursor:
             if not self._enc_left:
                 self.fill(store, meta, want, max_bytes)
             return
-        out = bytearray()
+        out, marks = bytearray(), bytearray()
         got = _PageRead()
         try:
-            if self._read_pages(store, meta, out, want, max_bytes, got):
+            if self._read_pages(store, meta, out, want, max_bytes, got, marks):
                 return
         finally:
             # refused midway (--max-scanner-bytes) or not: what was read stays buffered
             if got.count:
                 self._enc, self._enc_at, self._enc_left = out, 0, got.count
+                self._enc_marks = marks
             self._set_bytes(got.size)
         self.fill(store, meta, want, max_bytes)  # the store reads rows only
 

@@ -215,6 +215,7 @@ class Scanner:
                 [c._enc for c in live if c._enc is not None], [c._enc_at for c in live],
                 [c._enc_left for c in live], [not c._done for c in live],
                 out, n - count, max_bytes - size, reverse, MERGE_VIEW_BYTES,
+                [c._enc_marks for c in live],
             )  # fmt: skip
             bodies += got_bodies
             for cursor, k, at, body, last in zip(live, taken, offsets, sizes, lasts, strict=True):

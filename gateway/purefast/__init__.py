@@ -12,24 +12,27 @@ Owners: the Thrift fast codec (``scan``, ``extract_put``, ``total_bytes``,
 ``encode_messages_reply``:
 gateway/_wirecheck.c), the merged scans' merge (``merge_rows``: gateway/_merge.c), the embedded
 store's log cells, row keys and sync thread (gateway/_wal.c) and its put records and their
-scan loop (``wal_records``, ``scan_records``: gateway/_records.c), the HBase codec
+scan loop (``wal_records``, ``scan_records``: gateway/_records.c; the marks of its encoded
+pages, ``mark_message``: gateway/_marks.h), the HBase codec
 (``encode_mutate_rows``, ``decode_rows_reply``: gateway/store/_hbasecodec.c).
 """
 
 from .hbasecodec import decode_rows_reply, encode_mutate_rows
 from .merge import merge_encoded, merge_rows
-from .records import scan_records, wal_records
+from .records import MARK, mark_message, scan_records, wal_records
 from .wal import Syncer, consecutive_keys, put_wal_cells, wal_cells
 from .wirecheck import encode_messages_reply, extract_put, tmessage, total_bytes
 from .wirescan import scan
 
 __all__ = [
+    "MARK",
     "Syncer",
     "consecutive_keys",
     "decode_rows_reply",
     "encode_messages_reply",
     "encode_mutate_rows",
     "extract_put",
+    "mark_message",
     "merge_encoded",
     "merge_rows",
     "put_wal_cells",

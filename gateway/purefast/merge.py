@@ -74,16 +74,24 @@ def merge_encoded(
     max_bytes: int,
     reverse: bool,
     view_bytes: int,
+    marks: list[bytearray | None] | None = None,
 ) -> tuple[list[int], list[int], list[int], list[int], int]:
     """gateway/_merge.c's merge_encoded: merges the partitions' encoded TMessages (``counts[i]``
     of them in ``buffers[i]`` from ``offsets[i]`` on) in (timestamp, sequence, partition) order
     (reversed with ``reverse``), until n messages, max_bytes of topics and values, or a buffer
     that may have more runs dry, onto the parts list ``out``: runs of ``view_bytes`` or more as
     memoryviews of their buffer, shorter ones copied into the bytearray ending ``out``;
-    -> (taken, offsets, sizes, lasts, bodies)."""
+    -> (taken, offsets, sizes, lasts, bodies). ``marks`` (the pages' segments, from
+    scan_records) only spare the C a walk over the messages: the answer is the same without,
+    and this twin walks them."""
     k = len(buffers)
-    if len(offsets) != k or len(counts) != k or len(more) != k:
-        raise ValueError("buffers, offsets, counts and more differ in length")
+    if (
+        len(offsets) != k
+        or len(counts) != k
+        or len(more) != k
+        or (marks is not None and len(marks) != k)
+    ):
+        raise ValueError("buffers, offsets, counts, more and marks differ in length")
     if out and any(b is out[-1] for b in buffers):
         raise ValueError("out's last part must not be one of the buffers")
     at, left = list(offsets), list(counts)

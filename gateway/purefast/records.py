@@ -113,18 +113,21 @@ def scan_records(
     rows: list[Row] | bytearray,
     max_bytes: int,
     reverse: bool,
+    marks: bytearray | None = None,
 ) -> tuple[int, bytes | None, int, int, tuple[bytes, bytes] | None, int, bytes | None, int]:
     """gateway/_records.c's scan_records: appends the (timestamp, sequence, topic, body) of
     the messages of ``held`` then ``items`` (per-row values or records) in [lower, upper)
     whose topic is in ``topics``, in scan order, to ``rows`` (a bytearray: as TMessages, and
-    ``limit`` counts what this call adds); returns (status, key, size, budget, held, taken,
-    last, bodies) as the C does (status 0 end, 1 out of range, 2 limit or max_bytes, 3
-    budget)."""
+    ``limit`` counts what this call adds, and ``marks`` gets the page's segments: see
+    :func:`mark_message`); returns (status, key, size, budget, held, taken, last, bodies) as
+    the C does (status 0 end, 1 out of range, 2 limit or max_bytes, 3 budget)."""
     if topics is not None and not isinstance(topics, (set, frozenset)):
         raise TypeError("topics must be a set, a frozenset or None")
     encoded = type(rows) is bytearray
     if not encoded and not isinstance(rows, list):
         raise TypeError("rows must be a list or a bytearray")
+    if marks is not None and (not encoded or type(marks) is not bytearray or marks is rows):
+        raise TypeError("marks must be None, or a bytearray of its own when rows is a bytearray")
     at: bytes | None = None
     size = taken = bodies = 0
     last: bytes | None = None
@@ -180,7 +183,11 @@ def scan_records(
             if topics is None or topic in topics:
                 partition, ts, seq = unpack(mkey)
                 if isinstance(rows, bytearray):
+                    start = len(rows)
                     rows += tmessage(ts, seq, partition, topic, body)
+                    if marks is not None:
+                        mark_message(marks, start, len(rows), ts, seq, len(topic), partition,
+                                     reverse)  # fmt: skip
                 else:
                     rows.append((ts, seq, topic, body))
                 taken += 1
@@ -193,3 +200,29 @@ def scan_records(
             if budget <= 0:
                 return done(3, keep)
     return done(0)
+
+
+# ---- an encoded page's marks (gateway/_marks.h) --------------------------------------------
+
+MARK = struct.Struct("=qqqihh")  # end, last_at, last_ts, last_seq, topic length, partition
+
+
+def mark_message(
+    marks: bytearray, at: int, end: int, ts: int, seq: int, tl: int, part: int, reverse: bool
+) -> None:
+    """gateway/_marks.h's hq_mark_message: the message just appended at [at, end) extends the
+    page's last segment (it follows it, with the next id, or the previous when ``reverse``,
+    and the same topic length and partition) or begins one."""
+    if marks:
+        m_end, _, m_ts, m_seq, m_tl, m_part = MARK.unpack_from(marks, len(marks) - MARK.size)
+        step = -1 if reverse else 1
+        linear = ts * (MAX_SEQUENCE + 1) + seq
+        if (
+            m_end == at
+            and m_tl == tl
+            and m_part == part
+            and linear == m_ts * (MAX_SEQUENCE + 1) + m_seq + step
+        ):
+            MARK.pack_into(marks, len(marks) - MARK.size, end, at, ts, seq, tl, part)
+            return
+    marks += MARK.pack(end, at, ts, seq, tl, part)

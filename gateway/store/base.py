@@ -119,12 +119,17 @@ class PartitionReader(abc.ABC):
         with no rows, and the caller should let the event loop run before it reads on."""
 
     def read_encoded(
-        self, out: bytearray, limit: int, max_bytes: int | None = None
+        self,
+        out: bytearray,
+        limit: int,
+        max_bytes: int | None = None,
+        marks: bytearray | None = None,
     ) -> EncodedRead | None:
         """As :meth:`read`, with the messages appended to ``out`` as the binary protocol's
         TMessages (the elements of a scan's reply) rather than returned as rows; None when
         the store cannot (the caller reads rows). The embedded store can: a scan's reply is
-        then written without a Python object per message."""
+        then written without a Python object per message. ``marks``: a bytearray that gets
+        the page's segments (gateway/_marks.h), for a merge."""
         return None
 
     @abc.abstractmethod

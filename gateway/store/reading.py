@@ -57,11 +57,15 @@ class KeyRangeReader(PartitionReader):
         return ReadResult(rows, size, stop is None)
 
     def read_encoded(
-        self, out: bytearray, limit: int, max_bytes: int | None = None
+        self,
+        out: bytearray,
+        limit: int,
+        max_bytes: int | None = None,
+        marks: bytearray | None = None,
     ) -> EncodedRead | None:
         self._check_read(limit)
         lower = self._cutoff_lower()
-        got = self._scan_into(lower, self._upper, limit, max_bytes, out)
+        got = self._scan_into(lower, self._upper, limit, max_bytes, out, marks)
         if got is None:
             return None
         count, size, bodies, stop, last_key = got
@@ -107,10 +111,12 @@ class KeyRangeReader(PartitionReader):
         limit: int,
         max_bytes: int | None,
         sink: list[Row] | bytearray,
+        marks: bytearray | None = None,
     ) -> tuple[int, int, int, bytes | None, bytes | None] | None:
-        """Stores that can append TMessages to a bytearray (``read_encoded``) override this:
-        (messages, size, bodies' bytes, the key it stopped at or None, the last message's
-        key or None). None: they cannot."""
+        """Stores that can append TMessages to a bytearray (``read_encoded``, marking the
+        page's segments in ``marks`` when given) override this: (messages, size, bodies'
+        bytes, the key it stopped at or None, the last message's key or None). None: they
+        cannot."""
         return None
 
     @abc.abstractmethod

@@ -103,16 +103,17 @@ def test_merge_encoded_twin_and_merge_rows_agree(
     pages = [bytearray(b"junk" + b"".join(e)) for e in encoded]  # offsets need not be 0
     offsets = [4 + sum(map(len, e[:s])) for e, s in zip(encoded, starts, strict=True)]
     counts = [len(b) - s for b, s in zip(bufs, starts, strict=True)]
+    marks = [_marks_of(e, b, p, 4, reverse) for e, b, p in zip(encoded, bufs, parts, strict=True)]
     answers = []
-    for impl in (py, c):
+    for impl, mk in ((py, None), (c, None), (c, marks), (py, marks)):
         out = [bytearray(b"head")]
         got = impl.merge_encoded(
-            pages, offsets, counts, more, out, n, max_bytes, reverse, view_bytes
+            pages, offsets, counts, more, out, n, max_bytes, reverse, view_bytes, mk
         )
         answers.append((_parts(out), got))
         for part in out[1:]:  # views of long runs; short runs copied, several to a bytearray
             assert len(part) >= view_bytes if isinstance(part, memoryview) else view_bytes > 0
-    assert answers[0] == answers[1]
+    assert answers[0] == answers[1] == answers[2] == answers[3]  # marks change nothing
     got_parts, (taken, new_offsets, sizes, lasts, bodies) = answers[0]
     out = b"".join(p for _, p in got_parts)
     rows, row_parts, row_taken, row_bytes, _ = c.merge_rows(
@@ -125,6 +126,43 @@ def test_merge_encoded_twin_and_merge_rows_agree(
     for e, s, t, off, last in zip(encoded, starts, taken, new_offsets, lasts, strict=True):
         assert off == 4 + sum(map(len, e[: s + t]))
         assert last == (4 + sum(map(len, e[: s + t - 1])) if t else -1)
+
+
+def _marks_of(encoded: list, rows: list, part: int, at: int, reverse: bool) -> bytearray:
+    """The marks scan_records writes for a page holding ``encoded`` from ``at`` on."""
+    marks = bytearray()
+    for message, (ts, seq, topic, _) in zip(encoded, rows, strict=True):
+        py.mark_message(marks, at, at + len(message), ts, seq, len(topic), part, reverse)
+        at += len(message)
+    return marks
+
+
+@c_only
+@given(st.integers(0, 5), st.sampled_from(["end", "last_at", "id", "part", "tl", "cut"]))
+def test_merge_encoded_refuses_marks_that_disagree_with_the_page(which: int, edit: str) -> None:
+    """Marks that do not describe their page: ValueError from the C (the twin does not read
+    them), nothing appended, never a read outside the page."""
+    c = load_c("gateway._merge")
+    rows = [(9, s, b"t", b"v" * s) for s in range(6)]
+    encoded = [tmessage(ts, s, 2, t, v) for ts, s, t, v in rows]
+    page = bytearray(b"".join(encoded))
+    marks = _marks_of(encoded, rows, 2, 0, False)
+    assert len(marks) == py.MARK.size  # one segment
+    end, last_at, ts, seq, tl, part = py.MARK.unpack(marks)
+    wrong = {
+        "end": (end + 7 * which + 1, last_at, ts, seq, tl, part),
+        "last_at": (end, last_at - 1 - which, ts, seq, tl, part),
+        "id": (end, last_at, ts, seq + 1 + which, tl, part),
+        "part": (end, last_at, ts, seq, tl, part + 1),
+        "tl": (end, last_at, ts, seq, tl + 1 + which, part),
+    }
+    bad = bytearray(marks[: -1 - which] if edit == "cut" else py.MARK.pack(*wrong[edit]))
+    out: list = []
+    with pytest.raises(ValueError, match="marks do not match"):
+        c.merge_encoded([page], [0], [6], [False], out, 99, 9999, False, 0, [bad])
+    assert out == []
+    with pytest.raises(ValueError, match="differ in length"):
+        c.merge_encoded([page], [0], [6], [False], out, 99, 9999, False, 0, [marks, marks])
 
 
 @c_only
@@ -256,11 +294,30 @@ def test_records_twin(
     a = outcome(c.scan_records, iter(items), held, *args, rows_c, max_bytes, reverse)
     b = outcome(py.scan_records, iter(items), held, *args, rows_py, max_bytes, reverse)
     assert (a, rows_c) == (b, rows_py)
-    # encoded reads: the same messages as TMessages, the same answer
-    enc_c, enc_py = bytearray(), bytearray()
-    a2 = outcome(c.scan_records, iter(items), held, *args, enc_c, max_bytes, reverse)
-    b2 = outcome(py.scan_records, iter(items), held, *args, enc_py, max_bytes, reverse)
-    assert (a2, enc_c) == (b2, enc_py)
+    # encoded reads: the same messages as TMessages, the same answer, the same marks
+    enc_c, enc_py, marks_c, marks_py = bytearray(), bytearray(), bytearray(), bytearray()
+    a2 = outcome(c.scan_records, iter(items), held, *args, enc_c, max_bytes, reverse, marks_c)
+    b2 = outcome(py.scan_records, iter(items), held, *args, enc_py, max_bytes, reverse, marks_py)
+    assert (a2, enc_c, marks_c) == (b2, enc_py, marks_py)
     assert a2 == a
     if a[0] == "ok":
-        assert enc_c == b"".join(py.tmessage(ts, sq, partition, t, v) for ts, sq, t, v in rows_c)
+        encoded = [py.tmessage(ts, sq, partition, t, v) for ts, sq, t, v in rows_c]
+        assert enc_c == b"".join(encoded)
+        _check_marks(marks_c, encoded, rows_c, partition, reverse)
+
+
+def _check_marks(marks: bytes, encoded: list, rows: list, partition: int, reverse: bool) -> None:
+    """The marks cover the page, each a run of consecutive ids of one topic length."""
+    starts = [sum(map(len, encoded[:i])) for i in range(len(encoded) + 1)]
+    first = 0  # the first message of the next segment
+    for end, last_at, ts, seq, tl, part in py.MARK.iter_unpack(marks):
+        last = starts.index(last_at)
+        assert end == starts[last + 1] and part == partition and last >= first
+        assert rows[last][:2] == (ts, seq)
+        ids = [
+            rowkey.nth_id(rows[first][:2], -k if reverse else k) for k in range(last - first + 1)
+        ]
+        assert [r[:2] for r in rows[first : last + 1]] == ids
+        assert {len(r[2]) for r in rows[first : last + 1]} == {tl}
+        first = last + 1
+    assert first == len(rows)

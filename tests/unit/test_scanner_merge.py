@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway import rowkey, scanners
+from gateway.purefast.records import mark_message
 from gateway.scanners import EncodedRows, Scanner, ScanSpec
 from gateway.store.base import QueueMeta
 from gateway.store.reading import KeyRangeReader
@@ -63,12 +64,16 @@ class _RowReader(KeyRangeReader):
         return out, size, None
 
     def _scan_into(self, lower: bytes, upper: bytes, limit: int, max_bytes: int | None,
-                   sink: Any) -> Any:  # fmt: skip
+                   sink: Any, marks: bytearray | None = None) -> Any:  # fmt: skip
         if not self.store.encodes:
             return None
         rows, size, stop = self._scan(lower, upper, limit, max_bytes)
         for r in rows:
+            at = len(sink)
             sink += tmessage(r[0], r[1], self.partition, r[2], r[3])
+            if marks is not None:  # as the embedded store's scan marks its pages
+                mark_message(marks, at, len(sink), r[0], r[1], len(r[2]), self.partition,
+                             self.reverse)  # fmt: skip
         last = rowkey.encode(self.partition, rows[-1][0], rows[-1][1]) if rows else None
         return len(rows), size, sum(len(r[3]) for r in rows), stop, last
 

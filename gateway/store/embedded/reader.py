@@ -64,9 +64,11 @@ class _Reader(KeyRangeReader):
         limit: int,
         max_bytes: int | None,
         sink: list[Row] | bytearray,
+        marks: bytearray | None = None,
     ) -> tuple[int, int, int, bytes | None, bytes | None]:
         """Appends up to ``limit`` messages of [lower, upper) to ``sink`` (row tuples to a
-        list, TMessages to a bytearray: scan_records); returns (messages, size, their bodies'
+        list, TMessages to a bytearray: scan_records, marking their segments in ``marks``
+        when given); returns (messages, size, their bodies'
         bytes, the key it stopped at or None when the range is exhausted, the key of the
         last message appended or None)."""
         store = self._store
@@ -102,7 +104,7 @@ class _Reader(KeyRangeReader):
             # (a bytearray's limit counts what one call adds, a list's its length)
             status, key, added, budget, held, got, got_last, got_bodies = scan_records(
                 items, held, lower, upper, topics, limit - taken if encoded else limit,
-                budget, sink, max_bytes - size, reverse,
+                budget, sink, max_bytes - size, reverse, marks,
             )  # fmt: skip
             size += added
             taken += got
