@@ -437,6 +437,35 @@ static int rfield(R *r, uint8_t *type, int *id)
     return 1;
 }
 
+/* The gateway writes every TMessage of a scan reply the same way (gateway/_thriftbuf.h
+ * put_tmessage): id {1: i64 timestamp, 2: i16 sequence}, 2: i16 partitionID, 3: topic,
+ * 4: value, in that order, nothing else. A struct at r->pos laid out so: its length (40 bytes
+ * and its topic and value), 0 otherwise (the generic walk reads it: another server's layout,
+ * or not all of it received yet). Bytes that match are what the generic walk would read as
+ * these fields, so either way gives the same message. The per-field loop was a tenth of a
+ * scan's client CPU, walked twice (message_end, then decode_list_reply). */
+#define TMESSAGE_FIXED 40
+static inline Py_ssize_t tmessage_len(const R *r)
+{
+    static const uint8_t head[] = {12, 0, 1, 10, 0, 1};
+    const uint8_t *m = r->buf + r->pos;
+    Py_ssize_t room = r->len - r->pos;
+    if (room < TMESSAGE_FIXED || memcmp(m, head, sizeof head) != 0 || m[14] != 6 ||
+        m[15] != 0 || m[16] != 2 || m[19] != 0 || m[20] != 6 || m[21] != 0 || m[22] != 2 ||
+        m[25] != 11 || m[26] != 0 || m[27] != 3)
+        return 0;
+    int32_t tl = be32(m + 28);
+    if (tl < 0 || tl > room - TMESSAGE_FIXED)
+        return 0;
+    const uint8_t *v = m + 32 + tl;
+    if (v[0] != 11 || v[1] != 0 || v[2] != 4)
+        return 0;
+    int32_t vl = be32(v + 3);
+    if (vl < 0 || vl > room - TMESSAGE_FIXED - tl || v[7 + vl] != 0)
+        return 0;
+    return TMESSAGE_FIXED + (Py_ssize_t)tl + vl;
+}
+
 static int rskip(R *r, uint8_t t, int depth)
 {
     if (depth > MAX_DEPTH)
@@ -469,9 +498,13 @@ static int rskip(R *r, uint8_t t, int depth)
         if (n < 0)
             return 0;
         r->pos += 5;
-        for (int32_t i = 0; i < n; i++)
-            if (!rskip(r, et, depth + 1))
+        for (int32_t i = 0; i < n; i++) {
+            Py_ssize_t len = et == 12 ? tmessage_len(r) : 0;
+            if (len)
+                r->pos += len;
+            else if (!rskip(r, et, depth + 1))
                 return 0;
+        }
         return 1;
     }
     case 13: {
@@ -561,7 +594,20 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     int64_t ts = 0;
     int seq = 0, pid = -1, have_id = 0;
     Py_ssize_t t_at = -1, t_len = 0, v_at = -1, v_len = 0;
-    for (;;) {
+    Py_ssize_t fixed = tmessage_len(r);
+    if (fixed) {
+        const uint8_t *m = r->buf + r->pos;
+        ts = be64(m + 6);
+        seq = (int16_t)((m[17] << 8) | m[18]);
+        pid = (int16_t)((m[23] << 8) | m[24]);
+        have_id = 1;
+        t_at = r->pos + 32;
+        t_len = be32(m + 28);
+        v_at = t_at + t_len + 7;
+        v_len = be32(m + 32 + t_len + 3);
+        r->pos += fixed;
+    }
+    while (!fixed) {
         uint8_t ft;
         int fid = 0;
         if (!rfield(r, &ft, &fid))
