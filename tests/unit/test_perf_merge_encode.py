@@ -11,6 +11,8 @@ import pytest
 from gateway import purefast
 from tests.perf import merge_encode
 
+from .probe_args import refused_by_name
+
 
 @pytest.mark.parametrize(
     ("argv", "named"),
@@ -24,11 +26,7 @@ from tests.perf import merge_encode
 def test_bad_arguments_are_refused_by_name(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["merge_encode", *argv])
-    with pytest.raises(SystemExit) as exc:
-        merge_encode.main()
-    assert exc.value.code == 2
-    assert named in capsys.readouterr().err
+    refused_by_name(merge_encode.main, argv, named, monkeypatch, capsys)
 
 
 def test_the_pages_hold_their_puts_one_mark_each() -> None:

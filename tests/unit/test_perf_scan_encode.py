@@ -10,6 +10,8 @@ import pytest
 from gateway import _records  # type: ignore[attr-defined]
 from tests.perf import scan_encode
 
+from .probe_args import refused_by_name
+
 
 @pytest.mark.parametrize(
     ("argv", "named"),
@@ -22,11 +24,7 @@ from tests.perf import scan_encode
 def test_bad_arguments_are_refused_by_name(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], named: str
 ) -> None:
-    monkeypatch.setattr(sys, "argv", ["scan_encode", *argv])
-    with pytest.raises(SystemExit) as exc:
-        scan_encode.main()
-    assert exc.value.code == 2
-    assert named in capsys.readouterr().err
+    refused_by_name(scan_encode.main, argv, named, monkeypatch, capsys)
 
 
 def test_an_ab_of_one_build_prints_both_and_their_ratio(
