@@ -371,6 +371,33 @@ static int scan_row(Scan *s, const uint8_t *key, const uint8_t *c, Py_ssize_t cl
     return take(s, ts, seq, c + 1, c[0], c + 1 + c[0], cl - 1 - c[0]);
 }
 
+/* The key of message ``i`` of a record whose first id is (ts0, seq0). */
+static void record_key(uint8_t *k, int partition, long long ts0, int seq0, uint32_t i)
+{
+    uint64_t ts;
+    unsigned seq;
+    nth_id((uint64_t)ts0, (unsigned)seq0, i, &ts, &seq);
+    hq_key_encode(k, partition, ts, seq);
+}
+
+/* The first message of a record (of ``count``) whose key is at or above ``bound``: its keys
+ * grow with the index, so a bisection finds it without reading a message. */
+static uint32_t record_first_at(int partition, long long ts0, int seq0, uint32_t count,
+                                const char *bound, Py_ssize_t bound_len)
+{
+    uint32_t lo = 0, hi = count;
+    uint8_t k[HQ_KEY_LENGTH];
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        record_key(k, partition, ts0, seq0, mid);
+        if (cmp_key(k, bound, bound_len) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t vl, int reverse)
 {
     if (vl < RECORD_HEAD || v[1] != RECORD_VERSION)
@@ -384,18 +411,16 @@ static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t
     int seq0;
     hq_key_decode(key, &ts0, &seq0);
     int partition = (key[HQ_KEY_PARTITION_AT] << 8) | key[HQ_KEY_PARTITION_AT + 1];
-    /* A record wholly inside the range (the common case) needs no bounds per message. */
-    uint8_t last_key[HQ_KEY_LENGTH];
-    {
-        uint64_t ts;
-        unsigned seq;
-        nth_id((uint64_t)ts0, (unsigned)seq0, count - 1, &ts, &seq);
-        hq_key_encode(last_key, partition, ts, seq);
-    }
-    int inside = cmp_key(key, s->lower, s->lower_len) >= 0 &&
-                 cmp_key(last_key, s->upper, s->upper_len) < 0;
-    for (uint32_t n = 0; n < count; n++) {
-        uint32_t i = reverse ? count - 1 - n : n;
+    /* The messages in [lower, upper): [lo, hi) by index, found by bisection over their keys
+     * rather than by comparing every message's key with both bounds (two memcmp a message,
+     * 5 % of a read's CPU: a page's first and last records straddle its bounds). Messages
+     * outside are not read. */
+    uint32_t lo = record_first_at(partition, ts0, seq0, count, s->lower, s->lower_len);
+    uint32_t hi = record_first_at(partition, ts0, seq0, count, s->upper, s->upper_len);
+    if (hi < lo)
+        hi = lo;
+    for (uint32_t n = 0; n < hi - lo; n++) {
+        uint32_t i = reverse ? hi - 1 - n : lo + n;
         uint64_t at = get_le32(table + 4 * i);
         uint64_t end = i + 1 < count ? get_le32(table + 4 * (i + 1)) : (uint64_t)vl;
         if (at < first || end > (uint64_t)vl || at >= end || at + 1 + v[at] > end)
@@ -404,19 +429,24 @@ static int scan_record(Scan *s, const uint8_t *key, const uint8_t *v, Py_ssize_t
         unsigned seq;
         nth_id((uint64_t)ts0, (unsigned)seq0, i, &ts, &seq);
         hq_key_encode(s->at, partition, ts, seq);
-        if (!inside) {
-            int where = place(s, reverse);
-            if (where < 0)
-                continue;
-            if (where > 0)
-                return OUT_OF_RANGE;
-        }
         const uint8_t *m = v + at;
         int r = take(s, (long long)ts, (int)seq, m + 1, m[0], m + 1 + m[0],
                      (Py_ssize_t)(end - at) - 1 - m[0]);
         if (r != GO_ON)
             return r;
     }
+    /* Past the range in scan order: the scan ends at the first message beyond it (s->at says
+     * which); otherwise s->at is the record's last message in scan order, as if each message
+     * had been looked at. */
+    if (!reverse && hi < count) {
+        record_key(s->at, partition, ts0, seq0, hi);
+        return OUT_OF_RANGE;
+    }
+    if (reverse && lo > 0) {
+        record_key(s->at, partition, ts0, seq0, lo - 1);
+        return OUT_OF_RANGE;
+    }
+    record_key(s->at, partition, ts0, seq0, reverse ? 0 : count - 1);
     return GO_ON;
 }
 

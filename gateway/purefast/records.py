@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -141,6 +142,28 @@ def scan_records(
     def done(status: int, keep: tuple[bytes, bytes] | None = None) -> Any:
         return status, at, size, budget, keep, taken, last, bodies
 
+    def emit(mkey: bytes, topic: bytes, body: bytes, keep: Any) -> int | None:
+        """One message in range: taken if its topic is wanted; a status when the call ends."""
+        nonlocal taken, bodies, last, size, budget
+        if topics is None or topic in topics:
+            partition, ts, seq = unpack(mkey)
+            if isinstance(rows, bytearray):
+                start = len(rows)
+                rows.extend(tmessage(ts, seq, partition, topic, body))
+                if marks is not None:
+                    mark_message(marks, start, len(rows), ts, seq, len(topic), partition,
+                                 reverse)  # fmt: skip
+            else:
+                rows.append((ts, seq, topic, body))
+            taken += 1
+            bodies += len(body)
+            last = mkey
+            size += 1 + len(topic) + len(body)
+            if (taken if encoded else len(rows)) >= limit or size >= max_bytes:
+                return 2
+        budget -= 1
+        return 3 if budget <= 0 else None
+
     for item in entries():
         if (
             not isinstance(item, tuple)
@@ -164,12 +187,9 @@ def scan_records(
             return done(1)
         else:
             count, first = _record_head(value)
-        for n in range(count):
-            if record:
-                i = count - 1 - n if reverse else n
-                mkey, topic, body = _record_message(key, value, count, first, i)
-            else:
-                mkey, topic, body = key, value[1 : 1 + value[0]], value[1 + value[0] :]
+        keep = item if record else None
+        if not record:
+            mkey, topic, body = key, value[1 : 1 + value[0]], value[1 + value[0] :]
             at = mkey
             if mkey < lower:
                 if reverse:
@@ -179,26 +199,32 @@ def scan_records(
                 if reverse:
                     continue
                 return done(1)
-            keep = item if record else None
-            if topics is None or topic in topics:
-                partition, ts, seq = unpack(mkey)
-                if isinstance(rows, bytearray):
-                    start = len(rows)
-                    rows += tmessage(ts, seq, partition, topic, body)
-                    if marks is not None:
-                        mark_message(marks, start, len(rows), ts, seq, len(topic), partition,
-                                     reverse)  # fmt: skip
-                else:
-                    rows.append((ts, seq, topic, body))
-                taken += 1
-                bodies += len(body)
-                last = mkey
-                size += 1 + len(topic) + len(body)
-                if (taken if encoded else len(rows)) >= limit or size >= max_bytes:
-                    return done(2, keep)
-            budget -= 1
-            if budget <= 0:
-                return done(3, keep)
+            status = emit(mkey, topic, body, keep)
+            if status is not None:
+                return done(status, keep)
+            continue
+        # a record: the messages in [lower, upper) are [lo, hi) by index, found by bisection
+        # over their keys; messages outside are not read (as the C)
+        p, ts0, seq0 = rowkey.KEY_UNSIGNED.unpack(key)
+
+        def key_at(i: int, p: int = p, ts0: int = ts0, seq0: int = seq0) -> bytes:
+            return rowkey.KEY_UNSIGNED.pack(p, *rowkey.nth_id((ts0, seq0), i))
+
+        lo = bisect.bisect_left(range(count), lower, key=key_at)
+        hi = max(lo, bisect.bisect_left(range(count), upper, key=key_at))
+        for i in range(hi - 1, lo - 1, -1) if reverse else range(lo, hi):
+            mkey, topic, body = _record_message(key, value, count, first, i)
+            at = mkey
+            status = emit(mkey, topic, body, keep)
+            if status is not None:
+                return done(status, keep)
+        if not reverse and hi < count:
+            at = key_at(hi)
+            return done(1)
+        if reverse and lo > 0:
+            at = key_at(lo - 1)
+            return done(1)
+        at = key_at(0 if reverse else count - 1)
     return done(0)
 
 

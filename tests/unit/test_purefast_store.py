@@ -254,7 +254,20 @@ def stored_entries(draw: Any) -> tuple[int, list[tuple[bytes, bytes]]]:
     return partition, out
 
 
-bounds = st.tuples(st.integers(0, 6), st.integers(0, MAX_SEQUENCE), st.booleans())
+# bounds: anywhere, or exactly on (or just after) the id of the n-th stored message
+bounds = st.tuples(st.integers(0, 6), st.integers(0, MAX_SEQUENCE), st.booleans()) | st.tuples(
+    st.integers(0, 40), st.booleans()
+)
+
+
+def _bound(partition: int, items: list, bound: tuple) -> bytes:
+    if len(bound) == 2:  # (n, just after): on the n-th stored message's id
+        rows: list = []
+        py.scan_records(iter(items), None, b"", b"\xff" * 13, None, 1 << 30, 1 << 30, rows,
+                        1 << 62, False)  # fmt: skip
+        ts, seq = (rows[bound[0] % len(rows)][:2]) if rows else (0, 0)
+        bound = (ts, seq, bound[1])
+    return rowkey.encode(partition, bound[0], bound[1]) + (b"\x00" if bound[2] else b"")
 
 
 @c_only
@@ -276,12 +289,8 @@ def test_records_twin(
 ) -> None:  # fmt: skip
     c = load_c("gateway._records")
     partition, items = stored
-    lower = rowkey.partition_start(partition)
-    if lo is not None:
-        lower = rowkey.encode(partition, lo[0], lo[1]) + (b"\x00" if lo[2] else b"")
-    upper = rowkey.partition_end(partition)
-    if hi is not None:
-        upper = rowkey.encode(partition, hi[0], hi[1]) + (b"\x00" if hi[2] else b"")
+    lower = rowkey.partition_start(partition) if lo is None else _bound(partition, items, lo)
+    upper = rowkey.partition_end(partition) if hi is None else _bound(partition, items, hi)
     if reverse:
         items = items[::-1]
     held = items[0] if items and ed else None  # an entry handed over from an earlier call
