@@ -10,6 +10,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,9 @@ class _Lane:
         self._free = producer.window  # slots of the window; > 0 only when none waits
         self._waiting: collections.deque[_Call] = collections.deque()
         self._inflight: collections.deque[_Call] = collections.deque()
+        # calls out of the window and the line whose futures are not resolved yet: flush()
+        # waits for them too, or it could return before the error it must raise is known
+        self._delivering = 0
         self._sock: socket.socket | None = None
         self._generation = 0  # which socket an in-flight call went out on
         self.calls = 0  # calls sent (puts joined into one count once)
@@ -172,16 +176,18 @@ class _Lane:
                         self._cond.notify_all()
                         return
                     call = self._waiting.popleft()
+                    self._delivering += 1  # in hand: neither waiting nor in flight
                     self._cond.notify_all()  # room in the line
                 try:
                     self._transmit(call)
-                    return
                 except TransportError as exc:
                     error = exc
-            self.producer._deliver(call, error)  # and the slot goes to the next one
+                else:
+                    self._delivered(1)  # in flight now
+                    return
+            self._deliver_all([(call, error)])  # and the slot goes to the next one
 
     def _read(self, sock: socket.socket, ch: fastpath.Channel, generation: int) -> None:
-        p = self.producer
         while True:
             with self._cond:
                 while not self._inflight or self._inflight[0].generation != generation:
@@ -204,9 +210,9 @@ class _Lane:
                 return
             with self._cond:
                 self._inflight.popleft()
-                self._cond.notify_all()  # flush() may wait for the window to empty
+                self._delivering += 1
             self._next()
-            p._deliver(call, error)
+            self._deliver_all([(call, error)])
 
     def _broken(self, sock: socket.socket, error: BaseException, lost: bool = True) -> None:
         """Closes ``sock`` and fails every call sent on it, and those waiting to be (they
@@ -223,15 +229,31 @@ class _Lane:
             self._free += len(failed)
             self._inflight.clear()
             self._waiting.clear()
+            self._delivering += len(failed) + len(unsent)
             self._cond.notify_all()
         if lost:
             self.producer._unreachable(self)
         with contextlib.suppress(OSError):
             sock.close()
-        for call in failed:
-            self.producer._deliver(call, error)
-        for call in unsent:
-            self.producer._deliver(call, TransportError(f"not sent: {error}"))
+        self._deliver_all(
+            [(c, error) for c in failed]
+            + [(c, TransportError(f"not sent: {error}")) for c in unsent]
+        )
+
+    def _deliver_all(self, outcomes: Sequence[tuple[_Call, BaseException | None]]) -> None:
+        """Resolves the futures of calls counted in ``_delivering``; then flush() may see
+        them done."""
+        try:
+            for call, error in outcomes:
+                self.producer._deliver(call, error)
+        finally:
+            self._delivered(len(outcomes))
+
+    def _delivered(self, count: int) -> None:
+        """``count`` calls of ``_delivering`` are resolved (or were sent after all)."""
+        with self._cond:
+            self._delivering -= count
+            self._cond.notify_all()
 
     @property
     def address(self) -> str:
@@ -239,7 +261,10 @@ class _Lane:
 
     def wait_idle(self, timeout: float | None) -> bool:
         with self._cond:
-            return self._cond.wait_for(lambda: not self._inflight and not self._waiting, timeout)
+            return self._cond.wait_for(
+                lambda: not self._inflight and not self._waiting and not self._delivering,
+                timeout,
+            )
 
     def close(self) -> None:
         with self._send_lock:
