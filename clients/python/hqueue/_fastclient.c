@@ -28,7 +28,16 @@
 static PyTypeObject *MessageType = NULL;
 static PyTypeObject *MessageIDType = NULL;
 static PyObject *InvalidArgument = NULL;
-static int untrack_messages = 0, untrack_ids = 0; /* their instances have no __dict__ */
+static int plain_messages = 0, plain_ids = 0; /* their instances are a tuple's items only */
+
+/* A tuple type whose instances hold nothing but the items: no __dict__ (a reference cycle
+ * could go through it) and no __weakref__ or other slot (alloc_tuple leaves them unzeroed). */
+static int plain(PyTypeObject *type)
+{
+    return type->tp_dictoffset == 0 && type->tp_weaklistoffset == 0 &&
+           type->tp_basicsize == PyTuple_Type.tp_basicsize &&
+           type->tp_itemsize == PyTuple_Type.tp_itemsize;
+}
 
 static PyObject *setup(PyObject *self, PyObject *args)
 {
@@ -47,8 +56,8 @@ static PyObject *setup(PyObject *self, PyObject *args)
     Py_XSETREF(MessageType, (PyTypeObject *)m);
     Py_XSETREF(MessageIDType, (PyTypeObject *)mid);
     Py_XSETREF(InvalidArgument, ia);
-    untrack_messages = ((PyTypeObject *)m)->tp_dictoffset == 0;
-    untrack_ids = ((PyTypeObject *)mid)->tp_dictoffset == 0;
+    plain_messages = plain((PyTypeObject *)m);
+    plain_ids = plain((PyTypeObject *)mid);
     Py_RETURN_NONE;
 }
 
@@ -561,15 +570,21 @@ static PyObject *message_end(PyObject *self, PyObject *args)
     return NULL;
 }
 
-/* A Message or MessageID just built holds only bytes, ints, None and (a Message) its
- * MessageID: it can be in no reference cycle, so the cycle collector need not follow it. Left
- * tracked, the thousands of tuples of a page trigger young collections that walk them all, a
- * good part of a scan's time; CPython untracks such tuples itself, but only once a collection
- * has looked at them. Not for tuple types with a __dict__ (a cycle could go through it). */
-static inline void untrack(PyObject *o, int allowed)
+/* A Message or MessageID holds only bytes, ints, None and (a Message) its MessageID: it can be
+ * in no reference cycle, so the cycle collector need not follow it. Left tracked, the
+ * thousands of tuples of a page trigger young collections that walk them all, a good part of
+ * a scan's time; CPython untracks such tuples itself, but only once a collection has looked
+ * at them. So a plain tuple type's instances are allocated untracked (tp_alloc would zero
+ * and track them, to be untracked at once: a tenth of decoding a page, tests/perf/scan_decode). Other tuple
+ * types (a subclass without __slots__) get tp_alloc's zeroed, tracked instances: their
+ * __dict__ could close a cycle.
+ *
+ * A plain one is not a Python object until every one of its n items is set (not zeroed). */
+static PyObject *alloc_tuple(PyTypeObject *type, Py_ssize_t n, int is_plain)
 {
-    if (allowed)
-        PyObject_GC_UnTrack(o); /* tp_alloc tracked it; untracking twice is harmless too */
+    if (!is_plain)
+        return type->tp_alloc(type, n);
+    return (PyObject *)PyObject_GC_NewVar(PyTupleObject, type, n);
 }
 
 /* Sequence numbers repeat across milliseconds (a put of n messages uses 0..n-1): the first
@@ -678,35 +693,33 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     Py_INCREF(Py_None);
     if (have_id) {
         Py_DECREF(Py_None);
-        id = MessageIDType->tp_alloc(MessageIDType, 2);
-        if (id) {
-            PyObject *t;
-            if (*last_ts && *last_ts_value == ts) {
-                t = *last_ts; /* the messages of one millisecond share their timestamp */
+        id = NULL;
+        PyObject *t;
+        if (*last_ts && *last_ts_value == ts) {
+            t = *last_ts; /* the messages of one millisecond share their timestamp */
+            Py_INCREF(t);
+        } else {
+            t = PyLong_FromLongLong(ts);
+            if (t) {
                 Py_INCREF(t);
-            } else {
-                t = PyLong_FromLongLong(ts);
-                if (t) {
-                    Py_INCREF(t);
-                    Py_XSETREF(*last_ts, t);
-                    *last_ts_value = ts;
-                }
+                Py_XSETREF(*last_ts, t);
+                *last_ts_value = ts;
             }
-            PyObject *s = seq_int(seq);
-            if (!t || !s) {
-                Py_XDECREF(t);
-                Py_XDECREF(s);
-                Py_CLEAR(id);
-            } else {
-                PyTuple_SET_ITEM(id, 0, t);
-                PyTuple_SET_ITEM(id, 1, s);
-                untrack(id, untrack_ids);
-            }
+        }
+        PyObject *s = seq_int(seq);
+        if (t && s)
+            id = alloc_tuple(MessageIDType, 2, plain_ids);
+        if (!id) {
+            Py_XDECREF(t);
+            Py_XDECREF(s);
+        } else {
+            PyTuple_SET_ITEM(id, 0, t);
+            PyTuple_SET_ITEM(id, 1, s);
         }
     }
     PyObject *m = NULL;
     if (value && partition && id)
-        m = MessageType->tp_alloc(MessageType, 4);
+        m = alloc_tuple(MessageType, 4, plain_messages);
     if (!m) {
         Py_DECREF(topic);
         Py_XDECREF(value);
@@ -718,7 +731,6 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     PyTuple_SET_ITEM(m, 1, value);
     PyTuple_SET_ITEM(m, 2, partition);
     PyTuple_SET_ITEM(m, 3, id);
-    untrack(m, untrack_messages);
     int failed = PyList_Append(out, m) < 0;
     Py_DECREF(m);
     return failed ? -1 : 1;
