@@ -8,7 +8,8 @@ as the gateway encodes it.
 A page of 4096 messages (what ``Queue.scan`` asks per call; topic ``topic``, ``--value-bytes``
 each, a millisecond per 1000) encoded by the gateway's own reply encoder. Prints ns per
 message of each function (median over ``--rounds``, each the best of 3 of 20 calls; the
-Messages made are dropped, as a caller that consumes them does). ``--against`` loads another
+Messages made are dropped, as a caller that consumes them does; the cycle collector runs, as
+in a caller: timeit would pause it). ``--against`` loads another
 build of the extension for an A/B in one process, interleaved; both must decode the page
 alike, or the probe stops.
 """
@@ -75,15 +76,18 @@ def main() -> None:
         for fn in ("message_end", "decode_list_reply"):
             for name, module in builds.items():
                 call = getattr(module, fn)
-                best = min(timeit.repeat(partial(call, reply), number=CALLS, repeat=3))
+                timer = timeit.Timer(partial(call, reply), "gc.enable()")  # as in a caller
+                best = min(timer.repeat(number=CALLS, repeat=3))
                 figures.setdefault((fn, name), []).append(best / CALLS / PAGE * 1e9)
     for (fn, name), got in figures.items():
         shown = sorted(round(f, 1) for f in got)
         print(f"{fn:17} {name:40} {statistics.median(got):6.1f} ns/msg {shown}")
     if len(builds) == 2:
         for fn in ("message_end", "decode_list_reply"):
-            this, other = (statistics.median(figures[fn, name]) for name in builds)
-            print(f"{fn}: this build / other: {this / other:.2f}")
+            # per round, then the median: the two builds of a round saw the same machine
+            this, other = (figures[fn, name] for name in builds)
+            ratios = sorted(round(a / b, 2) for a, b in zip(this, other, strict=True))
+            print(f"{fn}: this build / other: {statistics.median(ratios):.2f} {ratios}")
 
 
 if __name__ == "__main__":
