@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -358,3 +360,11 @@ def test_put_lists_without_the_fast_path_builds_the_same_calls() -> None:
     with pytest.raises(InvalidArgument) as info:
         q.put_lists("t", [b"1", 2])
     assert info.value.argument == "values[1]"  # as on the fast path
+
+
+def test_importing_the_client_leaves_asyncio_out() -> None:
+    # thriftpy2.rpc imports its asyncio server: 35-40 ms of every `import hqueue` (a CLI
+    # command's start, a worker process's) when hqueue.protocol imported it at the top
+    code = "import sys, hqueue; print(sorted({'asyncio', 'thriftpy2.rpc'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -18,7 +18,6 @@ from hqueue_contract.protocol import (
     subscriber_thrift,
     transport_factory,
 )
-from thriftpy2.rpc import make_client
 
 from .tls import client_context
 
@@ -49,6 +48,10 @@ def connect(
     True (the system's CAs). One client per greenlet or thread: thriftpy2 clients do not check
     sequence ids.
     """
+    # thriftpy2.rpc imports asyncio (its aio server): 40 ms of every `import hqueue` when
+    # imported at the top, for the one function that uses it
+    from thriftpy2.rpc import make_client
+
     return make_client(
         hqueue_thrift().HQueueService,
         host=host,
