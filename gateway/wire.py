@@ -9,6 +9,7 @@ connection: an absurd length costs the gateway nothing, garbage costs it a few b
 
 from __future__ import annotations
 
+import _socket
 import socket
 import struct
 import time
@@ -370,8 +371,11 @@ class SocketWriter:
         self._vectored = vectored and hasattr(sock, "sendmsg")
         # gevent's socket over the OS's, non-blocking: a reply the kernel takes at once is sent
         # on it directly (never on a TLS socket, whose bytes must go through TLS)
+        # (_socket.socket: the OS socket's own type. socket.SocketType is gevent's class once
+        # the gateway is monkey-patched, which no OS socket is: checked against it, this path
+        # never ran in a gateway, only in tests without the patch.)
         raw = getattr(sock, "_sock", None) if self._vectored else None
-        self._raw: socket.SocketType | None = raw if isinstance(raw, socket.SocketType) else None
+        self._raw: _socket.socket | None = raw if isinstance(raw, _socket.socket) else None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         n = len(data)

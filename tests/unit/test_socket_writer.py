@@ -5,6 +5,9 @@ out either way."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import gevent
 import gevent.socket
 import pytest
@@ -91,6 +94,23 @@ def test_write_sends_the_reply_whole_whatever_the_kernel_takes_at_once(size: int
     assert budget.used == 0
     a.close()
     b.close()
+
+
+def test_the_direct_send_is_in_use_in_a_monkey_patched_process() -> None:
+    # The gateway runs monkey-patched: socket.SocketType is then gevent's class, which no OS
+    # socket is. Checked against it, the direct send never ran in a gateway (only here).
+    code = (
+        "from gevent import monkey; monkey.patch_all()\n"
+        "import gevent.socket\n"
+        "from gateway.wire import SocketWriter\n"
+        "a, b = gevent.socket.socketpair()\n"
+        "w = SocketWriter(a, 5.0)\n"
+        "w.write(b'x' * 30)\n"
+        "print(w._raw is not None, b.recv(64) == b'x' * 30)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True"]
 
 
 def test_write_never_bypasses_a_socket_that_is_not_vectored() -> None:
