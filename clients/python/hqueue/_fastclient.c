@@ -31,10 +31,19 @@ static PyObject *InvalidArgument = NULL;
 static int plain_messages = 0, plain_ids = 0; /* their instances are a tuple's items only */
 
 /* A tuple type whose instances hold nothing but the items: no __dict__ (a reference cycle
- * could go through it) and no __weakref__ or other slot (alloc_tuple leaves them unzeroed). */
+ * could go through it) and no __weakref__ or other slot (alloc_tuple leaves them unzeroed),
+ * kept inline or, on newer Pythons, managed before the object. */
 static int plain(PyTypeObject *type)
 {
+    unsigned long managed = 0;
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    managed |= Py_TPFLAGS_MANAGED_DICT;
+#endif
+#ifdef Py_TPFLAGS_MANAGED_WEAKREF
+    managed |= Py_TPFLAGS_MANAGED_WEAKREF;
+#endif
     return type->tp_dictoffset == 0 && type->tp_weaklistoffset == 0 &&
+           (type->tp_flags & managed) == 0 &&
            type->tp_basicsize == PyTuple_Type.tp_basicsize &&
            type->tp_itemsize == PyTuple_Type.tp_itemsize;
 }
@@ -575,9 +584,9 @@ static PyObject *message_end(PyObject *self, PyObject *args)
  * thousands of tuples of a page trigger young collections that walk them all, a good part of
  * a scan's time; CPython untracks such tuples itself, but only once a collection has looked
  * at them. So a plain tuple type's instances are allocated untracked (tp_alloc would zero
- * and track them, to be untracked at once: a tenth of decoding a page, tests/perf/scan_decode). Other tuple
- * types (a subclass without __slots__) get tp_alloc's zeroed, tracked instances: their
- * __dict__ could close a cycle.
+ * and track them, to be untracked at once: a tenth of decoding a page, per
+ * tests/perf/scan_decode). Other tuple types (a subclass without __slots__) get tp_alloc's
+ * zeroed, tracked instances: their __dict__ could close a cycle.
  *
  * A plain one is not a Python object until every one of its n items is set (not zeroed). */
 static PyObject *alloc_tuple(PyTypeObject *type, Py_ssize_t n, int is_plain)
