@@ -611,6 +611,34 @@ static PyObject *seq_int(int seq)
     return seq_ints[seq];
 }
 
+/* A new MessageID (ts, seq); NULL with a Python error. The messages of one millisecond share
+ * their timestamp object (*last_ts, whose value is *last_ts_value). */
+static PyObject *message_id(int64_t ts, int seq, PyObject **last_ts, int64_t *last_ts_value)
+{
+    PyObject *t;
+    if (*last_ts && *last_ts_value == ts) {
+        t = *last_ts;
+        Py_INCREF(t);
+    } else {
+        t = PyLong_FromLongLong(ts);
+        if (!t)
+            return NULL;
+        Py_INCREF(t);
+        Py_XSETREF(*last_ts, t);
+        *last_ts_value = ts;
+    }
+    PyObject *s = seq_int(seq);
+    PyObject *id = s ? alloc_tuple(MessageIDType, 2, plain_ids) : NULL;
+    if (!id) {
+        Py_DECREF(t);
+        Py_XDECREF(s);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(id, 0, t);
+    PyTuple_SET_ITEM(id, 1, s);
+    return id;
+}
+
 /* 1 ok, 0 short or unusual, -1 Python error */
 static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_ts,
                     int64_t *last_ts_value)
@@ -698,34 +726,8 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     }
     PyObject *value = PyBytes_FromStringAndSize((const char *)r->buf + v_at, v_len);
     PyObject *partition = pid >= 0 ? PyLong_FromLong(pid) : (Py_INCREF(Py_None), Py_None);
-    PyObject *id = Py_None;
-    Py_INCREF(Py_None);
-    if (have_id) {
-        Py_DECREF(Py_None);
-        id = NULL;
-        PyObject *t;
-        if (*last_ts && *last_ts_value == ts) {
-            t = *last_ts; /* the messages of one millisecond share their timestamp */
-            Py_INCREF(t);
-        } else {
-            t = PyLong_FromLongLong(ts);
-            if (t) {
-                Py_INCREF(t);
-                Py_XSETREF(*last_ts, t);
-                *last_ts_value = ts;
-            }
-        }
-        PyObject *s = seq_int(seq);
-        if (t && s)
-            id = alloc_tuple(MessageIDType, 2, plain_ids);
-        if (!id) {
-            Py_XDECREF(t);
-            Py_XDECREF(s);
-        } else {
-            PyTuple_SET_ITEM(id, 0, t);
-            PyTuple_SET_ITEM(id, 1, s);
-        }
-    }
+    PyObject *id = have_id ? message_id(ts, seq, last_ts, last_ts_value)
+                           : (Py_INCREF(Py_None), Py_None);
     PyObject *m = NULL;
     if (value && partition && id)
         m = alloc_tuple(MessageType, 4, plain_messages);
