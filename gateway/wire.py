@@ -370,10 +370,9 @@ class SocketWriter:
         # parts go in one sendmsg (a TLS socket has none: they go one after the other)
         self._vectored = vectored and hasattr(sock, "sendmsg")
         # gevent's socket over the OS's, non-blocking: a reply the kernel takes at once is sent
-        # on it directly (never on a TLS socket, whose bytes must go through TLS)
-        # (_socket.socket: the OS socket's own type. socket.SocketType is gevent's class once
-        # the gateway is monkey-patched, which no OS socket is: checked against it, this path
-        # never ran in a gateway, only in tests without the patch.)
+        # on it directly (never on a TLS socket, whose bytes must go through TLS). Checked
+        # against _socket.socket, the OS socket's own type: socket.SocketType is gevent's class
+        # once the gateway is monkey-patched, and no OS socket is one.
         raw = getattr(sock, "_sock", None) if self._vectored else None
         self._raw: _socket.socket | None = raw if isinstance(raw, _socket.socket) else None
 

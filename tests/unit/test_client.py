@@ -366,5 +366,7 @@ def test_importing_the_client_leaves_asyncio_out() -> None:
     # thriftpy2.rpc imports its asyncio server: 35-40 ms of every `import hqueue` (a CLI
     # command's start, a worker process's) when hqueue.protocol imported it at the top
     code = "import sys, hqueue; print(sorted({'asyncio', 'thriftpy2.rpc'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "[]"
