@@ -17,6 +17,7 @@ alike, or the probe stops.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib.util
 import statistics
 import timeit
@@ -24,14 +25,22 @@ from functools import partial
 from pathlib import Path
 from types import ModuleType
 
+import hqueue.message
+
 PAGE = 4096  # hqueue.queue.DEFAULT_SCAN_BATCH
 CALLS = 20
 
 
 def load(path: Path) -> ModuleType:
-    """A build of hqueue._fastclient from ``path``, set up as hqueue.codec sets up its own."""
+    """A build of hqueue._fastclient from ``path``, set up as hqueue.codec sets up its own but
+    with twins of Message and MessageID: setup() gives the types it is handed a dealloc of
+    its build's own, so shared types would free both builds' messages one build's way."""
     from hqueue.errors import InvalidArgument
-    from hqueue.message import Message, MessageID
+
+    Message = collections.namedtuple("Message", ["topic", "value", "partition", "id"])
+    MessageID = collections.namedtuple("MessageID", ["timestamp", "sequence"])
+    assert Message._fields == hqueue.message.Message._fields
+    assert MessageID._fields == hqueue.message.MessageID._fields
 
     spec = importlib.util.spec_from_file_location("hqueue._fastclient", path)
     if spec is None or spec.loader is None:

@@ -48,6 +48,61 @@ static int plain(PyTypeObject *type)
            type->tp_itemsize == PyTuple_Type.tp_itemsize;
 }
 
+static int leaves_only(PyObject *op);
+
+/* How a plain Message or MessageID is freed. Left to CPython, an instance of a tuple type
+ * written in Python goes through subtype_dealloc (which looks for a finalizer, slots, a
+ * __dict__ and weak references, then finds the base's dealloc) and then tuple's own, each
+ * with the trashcan that guards deep nesting: near half of decoding a page and dropping it
+ * (tests/perf/scan_decode). A plain type's instances have none of those, and the items the
+ * codec puts in them (bytes, ints, None, a MessageID of two ints) cannot nest, so they are
+ * freed here in one step; an instance built in Python around something else is freed as
+ * tuple frees it, trashcan included. As the dealloc of a heap type, it drops the instance's
+ * reference to its type, also when subtype_dealloc calls it for an instance of a subclass
+ * (which then leaves that to it). */
+static void plain_dealloc(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    if (leaves_only(op)) {
+        for (Py_ssize_t i = Py_SIZE(op); --i >= 0;)
+            Py_XDECREF(PyTuple_GET_ITEM(op, i));
+        tp->tp_free(op);
+        Py_DECREF(tp);
+        return;
+    }
+    /* tuple's dealloc keeps its trashcan for tuple's own instances: this is ours */
+    Py_TRASHCAN_BEGIN(op, plain_dealloc)
+    PyTuple_Type.tp_dealloc(op);
+    Py_DECREF(tp);
+    Py_TRASHCAN_END
+}
+
+static int leaf(PyObject *o)
+{
+    return o == Py_None || PyBytes_CheckExact(o) || PyLong_CheckExact(o);
+}
+
+static int leaves_only(PyObject *op)
+{
+    for (Py_ssize_t i = 0; i < Py_SIZE(op); i++) {
+        PyObject *o = PyTuple_GET_ITEM(op, i);
+        if (o && !leaf(o) && !(Py_TYPE(o) == MessageIDType && Py_SIZE(o) == 2 &&
+                               leaf(PyTuple_GET_ITEM(o, 0)) && leaf(PyTuple_GET_ITEM(o, 1))))
+            return 0;
+    }
+    return 1;
+}
+
+/* Frees a plain type's instances by plain_dealloc (once: a type that is no longer plain,
+ * or was never, keeps CPython's). */
+static void free_plainly(PyTypeObject *type)
+{
+    if (plain(type) && type->tp_dealloc != plain_dealloc && type->tp_finalize == NULL &&
+        type->tp_del == NULL)
+        type->tp_dealloc = plain_dealloc;
+}
+
 static PyObject *setup(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -67,6 +122,8 @@ static PyObject *setup(PyObject *self, PyObject *args)
     Py_XSETREF(InvalidArgument, ia);
     plain_messages = plain((PyTypeObject *)m);
     plain_ids = plain((PyTypeObject *)mid);
+    free_plainly(MessageType);
+    free_plainly(MessageIDType);
     Py_RETURN_NONE;
 }
 
