@@ -278,6 +278,22 @@ def test_messages_freed_in_one_step_free_what_they_hold() -> None:
     assert sys.getrefcount(Sub) == sub_before - 500
 
 
+def test_a_static_tuple_type_keeps_its_own_dealloc() -> None:
+    # instances of a type written in C hold no reference to it: ours would drop one anyway
+    data = list_reply([T.TMessage(topic=b"t", value=b"v", partitionID=1,
+                                  id=T.TMessageID(5, i)) for i in range(300)])  # fmt: skip
+    try:
+        _fastclient.setup(tuple, tuple, InvalidArgument)
+        before = sys.getrefcount(tuple)
+        for _ in range(10):
+            _, page = _fastclient.decode_list_reply(data)
+            assert type(page[0]) is tuple and page[0][3] == (5, 0)
+            del page
+        assert sys.getrefcount(tuple) == before
+    finally:
+        _fastclient.setup(Message, MessageID, InvalidArgument)
+
+
 def test_deeply_nested_messages_built_in_python_are_freed_without_a_crash() -> None:
     # what the codec makes cannot nest; a Message built around another goes through tuple's
     # own dealloc, whose trashcan keeps a long chain from overflowing the C stack

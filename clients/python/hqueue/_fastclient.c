@@ -95,11 +95,12 @@ static int leaves_only(PyObject *op)
 }
 
 /* Frees a plain type's instances by plain_dealloc (once: a type that is no longer plain,
- * or was never, keeps CPython's). */
+ * or was never, keeps CPython's). Only a heap type (a class written in Python): the
+ * instances of a static one hold no reference to it. */
 static void free_plainly(PyTypeObject *type)
 {
-    if (plain(type) && type->tp_dealloc != plain_dealloc && type->tp_finalize == NULL &&
-        type->tp_del == NULL)
+    if (plain(type) && (type->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        type->tp_dealloc != plain_dealloc && type->tp_finalize == NULL && type->tp_del == NULL)
         type->tp_dealloc = plain_dealloc;
 }
 
@@ -873,7 +874,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "setup(Message, MessageID, InvalidArgument) -> None"},
+    {"setup", setup, METH_VARARGS,
+     "setup(Message, MessageID, InvalidArgument) -> None (and frees plain ones in one step)"},
     {"encode_put", encode_put, METH_VARARGS,
      "encode_put(seqid, queue, partition, messages, base_index) -> bytes"},
     {"encode_put_lists", encode_put_lists, METH_VARARGS,

@@ -36,6 +36,7 @@ def _load() -> tuple[ModuleType, bool]:
 
 
 impl, NATIVE = _load()
+# the C codec also gives Message and MessageID a dealloc of its own (see plain_dealloc)
 impl.setup(Message, MessageID, InvalidArgument)
 
 encode_put = impl.encode_put
