@@ -280,12 +280,12 @@ def test_freeing_leaves_the_types_counts_as_they_were() -> None:
     # can take a count down at any time
     code = """
 import gc, sys
-import hqueue.codec
 from gateway.fast import encode_messages_reply
 from hqueue import _fastclient
 from hqueue.errors import InvalidArgument
 from hqueue.message import Message, MessageID
 
+_fastclient.setup(Message, MessageID, InvalidArgument)  # HQUEUE_PUREPYTHON=1 would not
 gc.disable()
 data = encode_messages_reply(b"messageScannerGetList", 7, 0,
                              [(5, i, b"t", b"v" * 100) for i in range(500)])
@@ -315,8 +315,10 @@ def test_deeply_nested_messages_built_in_python_are_freed_without_a_crash() -> N
     # what the codec makes cannot nest; a Message built around another goes through tuple's
     # own dealloc, whose trashcan keeps a long chain from overflowing the C stack
     code = (
-        "import hqueue.codec\n"
+        "from hqueue import _fastclient\n"
+        "from hqueue.errors import InvalidArgument\n"
         "from hqueue.message import Message, MessageID\n"
+        "_fastclient.setup(Message, MessageID, InvalidArgument)\n"
         "m = MessageID(1, 2)\n"
         "for _ in range(300_000):\n"
         "    m = Message(b't', b'v', 1, Message(m, m))\n"
