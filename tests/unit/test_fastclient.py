@@ -249,8 +249,8 @@ def test_c_decoded_messages_are_left_out_of_the_cycle_collector() -> None:
 
 
 def test_messages_freed_in_one_step_free_what_they_hold() -> None:
-    # setup() gives Message and MessageID a dealloc of the codec's own (a tenth of the
-    # scan's time went to CPython's two-level one): each must still drop its items, also
+    # setup() gives Message and MessageID a dealloc of the codec's own (CPython's two-level
+    # one was near half of decoding a page and dropping it): each must still drop its items, also
     # for instances built in Python and instances of a subclass (the types' own counts:
     # test_freeing_leaves_the_types_counts_as_they_were)
     value = b"w" * 1000

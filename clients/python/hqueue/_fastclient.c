@@ -48,7 +48,23 @@ static int plain(PyTypeObject *type)
            type->tp_itemsize == PyTuple_Type.tp_itemsize;
 }
 
-static int leaves_only(PyObject *op);
+/* Whether a tuple holds only what the codec puts in a Message or a MessageID: bytes, ints,
+ * None, and a MessageID of two such. */
+static int leaf(PyObject *o)
+{
+    return o == Py_None || PyBytes_CheckExact(o) || PyLong_CheckExact(o);
+}
+
+static int leaves_only(PyObject *op)
+{
+    for (Py_ssize_t i = 0; i < Py_SIZE(op); i++) {
+        PyObject *o = PyTuple_GET_ITEM(op, i);
+        if (o && !leaf(o) && !(Py_TYPE(o) == MessageIDType && Py_SIZE(o) == 2 &&
+                               leaf(PyTuple_GET_ITEM(o, 0)) && leaf(PyTuple_GET_ITEM(o, 1))))
+            return 0;
+    }
+    return 1;
+}
 
 /* How a plain Message or MessageID is freed. Left to CPython, an instance of a tuple type
  * written in Python goes through subtype_dealloc (which looks for a finalizer, slots, a
@@ -76,22 +92,6 @@ static void plain_dealloc(PyObject *op)
     PyTuple_Type.tp_dealloc(op);
     Py_DECREF(tp);
     Py_TRASHCAN_END
-}
-
-static int leaf(PyObject *o)
-{
-    return o == Py_None || PyBytes_CheckExact(o) || PyLong_CheckExact(o);
-}
-
-static int leaves_only(PyObject *op)
-{
-    for (Py_ssize_t i = 0; i < Py_SIZE(op); i++) {
-        PyObject *o = PyTuple_GET_ITEM(op, i);
-        if (o && !leaf(o) && !(Py_TYPE(o) == MessageIDType && Py_SIZE(o) == 2 &&
-                               leaf(PyTuple_GET_ITEM(o, 0)) && leaf(PyTuple_GET_ITEM(o, 1))))
-            return 0;
-    }
-    return 1;
 }
 
 /* Frees a plain type's instances by plain_dealloc (once: a type that is no longer plain,
