@@ -6,7 +6,7 @@ non-zero and the gateway delivers the same batch again, so listeners must tolera
 (at-least-once). A listener may be an object with ``on_messages(messages)`` or a plain callable
 taking the list.
 
-Messages are :class:`hqueue.Message` named tuples, as scans yield them (``topic``, ``value``,
+Messages are :class:`hqueue.Message` objects, as scans yield them (``topic``, ``value``,
 ``partition``, ``id`` a :class:`hqueue.MessageID` of ``timestamp`` and ``sequence``), or
 :class:`hqueue.KeyedMessage` (the same, then ``key`` and ``properties``) for a message put with
 a key or properties; ``m.key`` and ``m.properties`` are None on a plain Message. Listeners

@@ -5,7 +5,7 @@ time on it, so batches of one partition reach the listeners in order; batches of
 partitions may be handled at the same time (one greenlet per connection).
 
 thriftpy2 decodes each call into TMessage objects (its Cython reader, about 1 us per message
-on a busy 2-core machine); the handler turns them into :class:`hqueue.Message` named tuples
+on a busy 2-core machine); the handler turns them into :class:`hqueue.Message` objects
 (:func:`hqueue.message.from_thrift`, about 0.3 us more) before any listener sees them.
 """
 

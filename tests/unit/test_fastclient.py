@@ -230,10 +230,12 @@ def test_gateway_shaped_and_other_messages_in_one_page_decode_like_thriftpy2(
             assert impl.message_end(data[:cut]) == 0
 
 
+@pytest.mark.c_only
 def test_c_decoded_messages_are_left_out_of_the_cycle_collector() -> None:
-    # a page's thousands of tuples would make the collector walk them all, again and again
+    # a page's thousands of messages would make the collector walk them all, again and again
     data = list_reply([T.TMessage(topic=b"t", value=b"v", partitionID=3, id=T.TMessageID(5, 1))])
     _, (m,) = _fastclient.decode_list_reply(data)
+    assert type(m) is _fastclient.Message
     assert not gc.is_tracked(m) and not gc.is_tracked(m.id)
     assert m == Message(b"t", b"v", 3, MessageID(5, 1))
 
@@ -241,16 +243,16 @@ def test_c_decoded_messages_are_left_out_of_the_cycle_collector() -> None:
         pass  # instances have a __dict__: a cycle could go through them, so they stay tracked
 
     try:
-        _fastclient.setup(Loose, Loose, InvalidArgument)
+        _fastclient.setup(Message, Loose, InvalidArgument)
         _, (loose,) = _fastclient.decode_list_reply(data)
-        assert type(loose) is Loose and gc.is_tracked(loose) and gc.is_tracked(loose[3])
+        assert type(loose.id) is Loose and gc.is_tracked(loose.id)
     finally:
         _fastclient.setup(Message, MessageID, InvalidArgument)
 
 
-def test_messages_freed_in_one_step_free_what_they_hold() -> None:
-    # setup() gives Message and MessageID a dealloc of the codec's own (CPython's two-level
-    # one was near half of decoding a page and dropping it): each must still drop its items, also
+def test_messages_free_what_they_hold() -> None:
+    # the C Message and the MessageIDs the codec gives a dealloc of its own (CPython's two-level
+    # one was near half of decoding a page and dropping it) must still drop what they hold, also
     # for instances built in Python and instances of a subclass (the types' own counts:
     # test_freeing_leaves_the_types_counts_as_they_were)
     value = b"w" * 1000
@@ -260,8 +262,8 @@ def test_messages_freed_in_one_step_free_what_they_hold() -> None:
     del built
     assert sys.getrefcount(value) == value_before
 
-    class Sub(Message):  # has a __dict__: freed by CPython's subtype_dealloc, then ours
-        pass
+    class Sub(Message):  # type: ignore[misc, valid-type]
+        pass  # has a __dict__: freed by CPython's subtype_dealloc, then the base's
 
     subs = [Sub(b"t", value, 2, None) for _ in range(500)]
     for s in subs:
@@ -273,6 +275,7 @@ def test_messages_freed_in_one_step_free_what_they_hold() -> None:
     assert sys.getrefcount(Sub) == sub_before - 500
 
 
+@pytest.mark.c_only
 def test_freeing_leaves_the_types_counts_as_they_were() -> None:
     # every instance of a heap type holds a reference to it, dropped by its dealloc; one of a
     # static type (tuple, if setup is handed it) holds none, so that type keeps CPython's
@@ -283,9 +286,10 @@ import gc, sys
 from gateway.fast import encode_messages_reply
 from hqueue import _fastclient
 from hqueue.errors import InvalidArgument
-from hqueue.message import Message, MessageID
+from hqueue.message import MessageID
 
-_fastclient.setup(Message, MessageID, InvalidArgument)  # HQUEUE_PUREPYTHON=1 would not
+Message = _fastclient.Message
+_fastclient.setup(Message, MessageID, InvalidArgument)
 gc.disable()
 data = encode_messages_reply(b"messageScannerGetList", 7, 0,
                              [(5, i, b"t", b"v" * 100) for i in range(500)])
@@ -294,30 +298,33 @@ def counts():
 def decode_and_drop(kind):
     for _ in range(20):
         _, page = _fastclient.decode_list_reply(data)
-        assert type(page[0]) is kind and page[0][3] == (5, 0), page[0]
+        assert type(page[0]) is Message and page[0][3] == (5, 0), page[0]
+        assert all(type(m.id) is kind for m in page[::7]), page[0]  # ids made on reading
         del page
 before = counts()
-decode_and_drop(Message)
+decode_and_drop(MessageID)
 built = [Message(b"t", b"v", 1, MessageID(7, i)) for i in range(500)]
 del built
 assert counts() == before, ("Message, MessageID, tuple", before, counts())
-_fastclient.setup(tuple, tuple, InvalidArgument)
+_fastclient.setup(Message, tuple, InvalidArgument)
 before = counts()
 decode_and_drop(tuple)
-assert counts() == before, ("after setup(tuple, tuple)", before, counts())
+assert counts() == before, ("after setup(Message, tuple)", before, counts())
 print("counts kept")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "counts kept"), done.stderr[-2000:]
 
 
+@pytest.mark.c_only
 def test_deeply_nested_messages_built_in_python_are_freed_without_a_crash() -> None:
-    # what the codec makes cannot nest; a Message built around another goes through tuple's
-    # own dealloc, whose trashcan keeps a long chain from overflowing the C stack
+    # what the codec makes cannot nest; a Message built around another is tracked and freed
+    # through the trashcan, which keeps a long chain from overflowing the C stack
     code = (
         "from hqueue import _fastclient\n"
         "from hqueue.errors import InvalidArgument\n"
-        "from hqueue.message import Message, MessageID\n"
+        "from hqueue.message import MessageID\n"
+        "Message = _fastclient.Message\n"
         "_fastclient.setup(Message, MessageID, InvalidArgument)\n"
         "m = MessageID(1, 2)\n"
         "for _ in range(300_000):\n"

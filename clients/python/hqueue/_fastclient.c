@@ -5,10 +5,12 @@
  * TMessage and TMessageID per message of a scan reply, which the client then copied into its
  * own Message: the friendly client spent 3-4 us per message in Python while the gateway needs
  * well under one. Here a put request is written straight from (topic, value) items, and a scan
- * reply is read straight into hqueue.Message named tuples. The bytes written are exactly the
+ * reply is read straight into hqueue.Message objects (this module's Message type: see below).
+ * The bytes written are exactly the
  * bytes thriftpy2 writes for the same call (tests/unit/test_fastclient.py compares them);
  * hqueue/_purecodec.py is the same codec in Python (HQUEUE_PUREPYTHON=1 selects it).
  *
+ * Message(topic, value, partition=None, id=None)   what hqueue.Message is when this is built
  * setup(Message, MessageID, InvalidArgument)   once, before anything else
  * encode_put(seqid, queue, partition, messages, base_index) -> bytes
  * encode_put_lists(seqid, queue, partition, topics, values, base_index) -> bytes
@@ -25,10 +27,11 @@
 #define MAX_DEPTH 64
 #define MAX_PARTITION HQ_MAX_PARTITION_ID
 
-static PyTypeObject *MessageType = NULL;
+static PyTypeObject *MessageType = NULL;   /* what decode_list_reply makes */
 static PyTypeObject *MessageIDType = NULL;
 static PyObject *InvalidArgument = NULL;
-static int plain_messages = 0, plain_ids = 0; /* their instances are a tuple's items only */
+static int plain_ids = 0;                   /* MessageIDs are a tuple's items only */
+static PyTypeObject *OwnMessage = NULL;     /* this module's Message type */
 
 /* A tuple type whose instances hold nothing but the items: no __dict__ (a reference cycle
  * could go through it) and no __weakref__ or other slot (alloc_tuple leaves them unzeroed),
@@ -104,15 +107,295 @@ static void free_plainly(PyTypeObject *type)
         type->tp_dealloc = plain_dealloc;
 }
 
+/* ---- Message ----------------------------------------------------------------------------
+ *
+ * What a scan hands out, one per message: made and freed by the hundred thousand a second, so
+ * it is as small as it can be. A named tuple of four (topic, value, partition, MessageID) cost
+ * three objects per message made and freed (the Message, its MessageID, and the value); this is
+ * one object and its value: the id is kept as two C integers and made into a MessageID the
+ * first time it is asked for (then kept), as confluent-kafka keeps an offset. It behaves as the
+ * named tuple did (fields by name and by index, unpacking, equality and hash as a tuple of its
+ * four fields, pickling; hqueue/message.py adds _replace, _asdict and the rest), except that it
+ * is not a tuple.
+ *
+ * It is a GC type, since Python code may build one around anything, but what the codec makes
+ * holds only bytes and ints and cannot be in a cycle: those are never tracked (tracking them
+ * and their young collections were a tenth of decoding a page), nor are ones built in Python
+ * from such leaves. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *topic, *value, *partition;
+    PyObject *id; /* NULL: not made yet, it is (ts, seq) */
+    int64_t ts;
+    int32_t seq;
+    int32_t tracked; /* by the cycle collector: built in Python around something else */
+} MessageObject;
+
+#define MSG(o) ((MessageObject *)(o))
+
+/* A new MessageID (ts, seq) with a given timestamp object; steals ts's reference. */
+static PyObject *new_message_id(PyObject *ts, int seq);
+
+static PyObject *msg_get_id(PyObject *op, void *closure)
+{
+    (void)closure;
+    MessageObject *m = MSG(op);
+    if (!m->id) {
+        PyObject *ts = PyLong_FromLongLong(m->ts);
+        if (!ts || !(m->id = new_message_id(ts, m->seq)))
+            return NULL;
+    }
+    Py_INCREF(m->id);
+    return m->id;
+}
+
+static PyObject *msg_field(PyObject *op, Py_ssize_t i)
+{
+    MessageObject *m = MSG(op);
+    PyObject *f = i == 0 ? m->topic : i == 1 ? m->value : i == 2 ? m->partition : NULL;
+    if (i == 3)
+        return msg_get_id(op, NULL);
+    Py_INCREF(f);
+    return f;
+}
+
+/* The message as the tuple of its four fields. */
+static PyObject *msg_tuple(PyObject *op)
+{
+    PyObject *id = msg_get_id(op, NULL);
+    if (!id)
+        return NULL;
+    MessageObject *m = MSG(op);
+    PyObject *t = PyTuple_Pack(4, m->topic, m->value, m->partition, id);
+    Py_DECREF(id);
+    return t;
+}
+
+static int holds_leaves(MessageObject *m)
+{
+    PyObject *fields[3] = {m->topic, m->value, m->partition};
+    for (int i = 0; i < 3; i++)
+        if (!leaf(fields[i]) && !PyUnicode_CheckExact(fields[i]))
+            return 0;
+    PyObject *id = m->id;
+    return !id || leaf(id) ||
+           (Py_TYPE(id) == MessageIDType && Py_SIZE(id) == 2 && leaf(PyTuple_GET_ITEM(id, 0)) &&
+            leaf(PyTuple_GET_ITEM(id, 1)));
+}
+
+static PyObject *msg_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"topic", "value", "partition", "id", NULL};
+    PyObject *topic, *value, *partition = Py_None, *id = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|OO:Message", kwlist, &topic, &value,
+                                     &partition, &id))
+        return NULL;
+    PyObject *op = type->tp_alloc(type, 0); /* zeroed and tracked */
+    if (!op)
+        return NULL;
+    MessageObject *m = MSG(op);
+    Py_INCREF(topic);
+    Py_INCREF(value);
+    Py_INCREF(partition);
+    Py_INCREF(id);
+    m->topic = topic;
+    m->value = value;
+    m->partition = partition;
+    m->id = id;
+    m->tracked = 1;
+    if (type == OwnMessage && holds_leaves(m)) {
+        PyObject_GC_UnTrack(op); /* no cycle can go through it */
+        m->tracked = 0;
+    }
+    return op;
+}
+
+static int msg_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    MessageObject *m = MSG(op);
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(m->topic);
+    Py_VISIT(m->value);
+    Py_VISIT(m->partition);
+    Py_VISIT(m->id);
+    return 0;
+}
+
+static int msg_clear(PyObject *op)
+{
+    MessageObject *m = MSG(op);
+    Py_CLEAR(m->topic);
+    Py_CLEAR(m->value);
+    Py_CLEAR(m->partition);
+    Py_CLEAR(m->id);
+    return 0;
+}
+
+/* An untracked message holds leaves only and is freed in one step; a tracked one (built in
+ * Python around something else, which could be another message, and so on, deeply) goes
+ * through the trashcan, which keeps a long chain from overflowing the C stack. As the dealloc
+ * of a heap type it drops the instance's reference to its type (for a subclass too:
+ * subtype_dealloc leaves that to a heap base's dealloc). */
+static void msg_dealloc(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    MessageObject *m = MSG(op);
+    if (!m->tracked) {
+        Py_XDECREF(m->topic);
+        Py_XDECREF(m->value);
+        Py_XDECREF(m->partition);
+        Py_XDECREF(m->id);
+        tp->tp_free(op);
+        Py_DECREF(tp);
+        return;
+    }
+    PyObject_GC_UnTrack(op);
+    Py_TRASHCAN_BEGIN(op, msg_dealloc)
+    msg_clear(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+    Py_TRASHCAN_END
+}
+
+static Py_ssize_t msg_len(PyObject *op)
+{
+    (void)op;
+    return 4;
+}
+
+static PyObject *msg_item(PyObject *op, Py_ssize_t i)
+{
+    if (i < 0 || i >= 4) {
+        PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+        return NULL;
+    }
+    return msg_field(op, i);
+}
+
+static PyObject *msg_subscript(PyObject *op, PyObject *key)
+{
+    if (PyIndex_Check(key)) {
+        Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
+        if (i == -1 && PyErr_Occurred())
+            return NULL;
+        return msg_item(op, i < 0 ? i + 4 : i);
+    }
+    PyObject *t = msg_tuple(op); /* a slice, or an error worded as a tuple's */
+    if (!t)
+        return NULL;
+    PyObject *r = PyObject_GetItem(t, key);
+    Py_DECREF(t);
+    return r;
+}
+
+static PyObject *msg_iter(PyObject *op)
+{
+    PyObject *t = msg_tuple(op);
+    if (!t)
+        return NULL;
+    PyObject *it = PyObject_GetIter(t);
+    Py_DECREF(t);
+    return it;
+}
+
+static int is_message(PyObject *o)
+{
+    return OwnMessage && PyObject_TypeCheck(o, OwnMessage);
+}
+
+/* Equal, and ordered, as the tuples of their fields; a message equals such a tuple too (as a
+ * named tuple did). Two decoded messages compare their ids without making them. */
+static PyObject *msg_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!is_message(b) && !PyTuple_Check(b))
+        Py_RETURN_NOTIMPLEMENTED;
+    if ((op == Py_EQ || op == Py_NE) && is_message(b) && !MSG(a)->id && !MSG(b)->id) {
+        MessageObject *x = MSG(a), *y = MSG(b);
+        int eq = x->ts == y->ts && x->seq == y->seq;
+        PyObject *xs[3] = {x->topic, x->value, x->partition};
+        PyObject *ys[3] = {y->topic, y->value, y->partition};
+        for (int i = 0; eq && i < 3; i++) {
+            eq = PyObject_RichCompareBool(xs[i], ys[i], Py_EQ);
+            if (eq < 0)
+                return NULL;
+        }
+        return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+    }
+    PyObject *ta = msg_tuple(a);
+    PyObject *tb = ta ? (is_message(b) ? msg_tuple(b) : (Py_INCREF(b), b)) : NULL;
+    PyObject *r = tb ? PyObject_RichCompare(ta, tb, op) : NULL;
+    Py_XDECREF(ta);
+    Py_XDECREF(tb);
+    return r;
+}
+
+static Py_hash_t msg_hash(PyObject *op)
+{
+    PyObject *t = msg_tuple(op);
+    if (!t)
+        return -1;
+    Py_hash_t h = PyObject_Hash(t);
+    Py_DECREF(t);
+    return h;
+}
+
+static PyObject *msg_reduce(PyObject *op, PyObject *unused)
+{
+    (void)unused;
+    PyObject *t = msg_tuple(op);
+    return t ? Py_BuildValue("(ON)", (PyObject *)Py_TYPE(op), t) : NULL;
+}
+
+static PyObject *msg_get(PyObject *op, void *closure)
+{
+    return msg_field(op, (Py_ssize_t)(intptr_t)closure);
+}
+
+static PyGetSetDef msg_getset[] = {
+    {"topic", msg_get, NULL, "the message's topic (bytes)", (void *)0},
+    {"value", msg_get, NULL, "the message's value (bytes)", (void *)1},
+    {"partition", msg_get, NULL, "its partition (an int), or None", (void *)2},
+    {"id", msg_get_id, NULL, "its MessageID, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef msg_methods[] = {
+    {"__reduce__", msg_reduce, METH_NOARGS, "pickles as Message(*fields)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot msg_slots[] = {
+    {Py_tp_doc, "Message(topic, value, partition=None, id=None): see hqueue.message"},
+    {Py_tp_new, msg_new},
+    {Py_tp_dealloc, msg_dealloc},
+    {Py_tp_traverse, msg_traverse},
+    {Py_tp_clear, msg_clear},
+    {Py_tp_richcompare, msg_richcompare},
+    {Py_tp_hash, msg_hash},
+    {Py_tp_iter, msg_iter},
+    {Py_tp_getset, msg_getset},
+    {Py_tp_methods, msg_methods},
+    {Py_sq_length, msg_len},
+    {Py_sq_item, msg_item},
+    {Py_mp_length, msg_len},
+    {Py_mp_subscript, msg_subscript},
+    {0, NULL},
+};
+
+static PyType_Spec msg_spec = {
+    "hqueue.message.Message", sizeof(MessageObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE, msg_slots,
+};
+
 static PyObject *setup(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *m, *mid, *ia;
     if (!PyArg_ParseTuple(args, "O!O!O", &PyType_Type, &m, &PyType_Type, &mid, &ia))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)m, &PyTuple_Type) ||
-        !PyType_IsSubtype((PyTypeObject *)mid, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "Message and MessageID must be tuple types");
+    if (!PyType_IsSubtype((PyTypeObject *)mid, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "MessageID must be a tuple type");
         return NULL;
     }
     Py_INCREF(m);
@@ -121,9 +404,7 @@ static PyObject *setup(PyObject *self, PyObject *args)
     Py_XSETREF(MessageType, (PyTypeObject *)m);
     Py_XSETREF(MessageIDType, (PyTypeObject *)mid);
     Py_XSETREF(InvalidArgument, ia);
-    plain_messages = plain((PyTypeObject *)m);
     plain_ids = plain((PyTypeObject *)mid);
-    free_plainly(MessageType);
     free_plainly(MessageIDType);
     Py_RETURN_NONE;
 }
@@ -356,10 +637,23 @@ static PyObject *encode_put(PyObject *self, PyObject *args)
         PyObject *o = objs[i];
         Py_ssize_t idx = base + i, n;
         PyObject *t, *v, *p = Py_None;
-        if (PyObject_TypeCheck(o, MessageType) && PyTuple_GET_SIZE(o) >= 3) {
-            t = PyTuple_GET_ITEM(o, 0);
-            v = PyTuple_GET_ITEM(o, 1);
-            p = PyTuple_GET_ITEM(o, 2);
+        if (is_message(o)) {
+            t = MSG(o)->topic;
+            v = MSG(o)->value;
+            p = MSG(o)->partition;
+        } else if (PyObject_TypeCheck(o, MessageType)) { /* another Message type (tests') */
+            PyObject *f = PySequence_Tuple(o);
+            if (!f || (!it.keep && !(it.keep = PyList_New(0))) || PyList_Append(it.keep, f) < 0 ||
+                PyTuple_GET_SIZE(f) < 3) {
+                if (f && !PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "a Message of fewer than 3 fields");
+                Py_XDECREF(f);
+                goto done;
+            }
+            Py_DECREF(f); /* it.keep holds it */
+            t = PyTuple_GET_ITEM(f, 0);
+            v = PyTuple_GET_ITEM(f, 1);
+            p = PyTuple_GET_ITEM(f, 2);
         } else if ((PyTuple_Check(o) || PyList_Check(o)) && (n = PySequence_Fast_GET_SIZE(o)) >= 2 &&
                    n <= 3) {
             PyObject **f = PySequence_Fast_ITEMS(o);
@@ -669,6 +963,20 @@ static PyObject *seq_int(int seq)
     return seq_ints[seq];
 }
 
+static PyObject *new_message_id(PyObject *ts, int seq)
+{
+    PyObject *s = seq_int(seq);
+    PyObject *id = s ? alloc_tuple(MessageIDType, 2, plain_ids) : NULL;
+    if (!id) {
+        Py_DECREF(ts);
+        Py_XDECREF(s);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(id, 0, ts);
+    PyTuple_SET_ITEM(id, 1, s);
+    return id;
+}
+
 /* A new MessageID (ts, seq); NULL with a Python error. The messages of one millisecond share
  * their timestamp object (*last_ts, whose value is *last_ts_value). */
 static PyObject *message_id(int64_t ts, int seq, PyObject **last_ts, int64_t *last_ts_value)
@@ -685,20 +993,47 @@ static PyObject *message_id(int64_t ts, int seq, PyObject **last_ts, int64_t *la
         Py_XSETREF(*last_ts, t);
         *last_ts_value = ts;
     }
-    PyObject *s = seq_int(seq);
-    PyObject *id = s ? alloc_tuple(MessageIDType, 2, plain_ids) : NULL;
-    if (!id) {
-        Py_DECREF(t);
-        Py_XDECREF(s);
-        return NULL;
+    return new_message_id(t, seq);
+}
+
+/* A decoded message: this module's Message with its id left as (ts, seq), or (for another
+ * Message type, as tests set up) that type called with the four fields. Steals the references
+ * it is given. */
+static PyObject *new_message(PyObject *topic, PyObject *value, PyObject *partition, int have_id,
+                             int64_t ts, int seq, PyObject **last_ts, int64_t *last_ts_value)
+{
+    if (MessageType == OwnMessage) {
+        MessageObject *m = PyObject_GC_New(MessageObject, OwnMessage); /* untracked */
+        if (!m) {
+            Py_DECREF(topic);
+            Py_DECREF(value);
+            Py_DECREF(partition);
+            return NULL;
+        }
+        m->topic = topic;
+        m->value = value;
+        m->partition = partition;
+        m->id = have_id ? NULL : (Py_INCREF(Py_None), Py_None);
+        m->ts = ts;
+        m->seq = seq;
+        m->tracked = 0;
+        return (PyObject *)m;
     }
-    PyTuple_SET_ITEM(id, 0, t);
-    PyTuple_SET_ITEM(id, 1, s);
-    return id;
+    PyObject *id = have_id ? message_id(ts, seq, last_ts, last_ts_value)
+                           : (Py_INCREF(Py_None), Py_None);
+    PyObject *m = id ? PyObject_CallFunctionObjArgs((PyObject *)MessageType, topic, value,
+                                                    partition, id, NULL)
+                     : NULL;
+    Py_DECREF(topic);
+    Py_DECREF(value);
+    Py_DECREF(partition);
+    Py_XDECREF(id);
+    return m;
 }
 
 /* 1 ok, 0 short or unusual, -1 Python error */
-static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_ts,
+/* 1 and the message in *out, 0 short or unusual, -1 Python error */
+static int rmessage(R *r, PyObject **out, PyObject **last_topic, PyObject **last_ts,
                     int64_t *last_ts_value)
 {
     int64_t ts = 0;
@@ -784,25 +1119,17 @@ static int rmessage(R *r, PyObject *out, PyObject **last_topic, PyObject **last_
     }
     PyObject *value = PyBytes_FromStringAndSize((const char *)r->buf + v_at, v_len);
     PyObject *partition = pid >= 0 ? PyLong_FromLong(pid) : (Py_INCREF(Py_None), Py_None);
-    PyObject *id = have_id ? message_id(ts, seq, last_ts, last_ts_value)
-                           : (Py_INCREF(Py_None), Py_None);
-    PyObject *m = NULL;
-    if (value && partition && id)
-        m = alloc_tuple(MessageType, 4, plain_messages);
-    if (!m) {
+    if (!value || !partition) {
         Py_DECREF(topic);
         Py_XDECREF(value);
         Py_XDECREF(partition);
-        Py_XDECREF(id);
         return -1;
     }
-    PyTuple_SET_ITEM(m, 0, topic);
-    PyTuple_SET_ITEM(m, 1, value);
-    PyTuple_SET_ITEM(m, 2, partition);
-    PyTuple_SET_ITEM(m, 3, id);
-    int failed = PyList_Append(out, m) < 0;
-    Py_DECREF(m);
-    return failed ? -1 : 1;
+    PyObject *m = new_message(topic, value, partition, have_id, ts, seq, last_ts, last_ts_value);
+    if (!m)
+        return -1;
+    *out = m;
+    return 1;
 }
 
 static PyObject *decode_list_reply(PyObject *self, PyObject *args)
@@ -823,9 +1150,6 @@ static PyObject *decode_list_reply(PyObject *self, PyObject *args)
         goto stop;
     if (mtype != 2)
         goto unusual; /* an EXCEPTION (TApplicationException) */
-    out = PyList_New(0);
-    if (!out)
-        goto error;
     for (;;) {
         uint8_t ft;
         int fid = 0;
@@ -840,16 +1164,29 @@ static PyObject *decode_list_reply(PyObject *self, PyObject *args)
         if (r->buf[r->pos] != 12)
             goto unusual;
         int32_t n = be32(r->buf + r->pos + 1);
-        if (n < 0)
+        if (n < 0 || out)
             goto unusual;
+        if (n > (r->len - r->pos) / 15) { /* a TMessage takes 15 bytes or more */
+            r->incomplete = 1;
+            goto stop;
+        }
         r->pos += 5;
+        /* Filled in place (a slot not reached stays NULL, which freeing it allows), and not
+         * tracked meanwhile: each young collection the page's messages trigger would walk the
+         * whole list again. */
+        if (!(out = PyList_New(n)))
+            goto error;
+        PyObject_GC_UnTrack(out);
         for (int32_t i = 0; i < n; i++) {
-            int got = rmessage(r, out, &last_topic, &last_ts, &last_ts_value);
+            PyObject *m = NULL;
+            int got = rmessage(r, &m, &last_topic, &last_ts, &last_ts_value);
             if (got < 0)
                 goto error;
             if (got == 0)
                 goto stop;
+            PyList_SET_ITEM(out, i, m);
         }
+        PyObject_GC_Track(out);
         have_list = 1;
     }
     if (!have_list)
@@ -893,5 +1230,15 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fastclient(void)
 {
-    return PyModule_Create(&module);
+    PyObject *mod = PyModule_Create(&module);
+    if (!mod)
+        return NULL;
+    PyObject *type = PyType_FromSpec(&msg_spec);
+    if (!type || PyModule_AddObjectRef(mod, "Message", type) < 0) {
+        Py_XDECREF(type);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    Py_XSETREF(OwnMessage, (PyTypeObject *)type); /* keeps the reference made */
+    return mod;
 }

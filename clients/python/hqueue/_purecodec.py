@@ -27,8 +27,8 @@ _LIST = struct.Struct(">bi")
 
 def setup(message: type, message_id: type, invalid_argument: type) -> None:
     global _message_type, _message_id_type, _invalid_argument
-    if not (issubclass(message, tuple) and issubclass(message_id, tuple)):
-        raise TypeError("Message and MessageID must be tuple types")
+    if not issubclass(message_id, tuple):
+        raise TypeError("MessageID must be a tuple type")
     _message_type, _message_id_type, _invalid_argument = message, message_id, invalid_argument
 
 

@@ -2,7 +2,7 @@
 else its pure-Python twin (``hqueue._purecodec``); ``HQUEUE_PUREPYTHON=1`` forces the twin.
 
 Both write exactly the bytes thriftpy2 writes for the same call (binary protocol) and read
-scan replies straight into :class:`hqueue.Message` named tuples::
+scan replies straight into :class:`hqueue.Message` objects::
 
     encode_put(seqid, queue, partition, messages, base_index) -> bytes
     encode_put_lists(seqid, queue, partition, topics, values, base_index) -> bytes
@@ -17,26 +17,17 @@ else ``putMessagesWithPid``; ``base_index`` numbers the messages in error messag
 
 from __future__ import annotations
 
-import importlib
-import os
 import struct
 from types import ModuleType
 
+from . import _purecodec
 from .errors import InvalidArgument
-from .message import Message, MessageID
+from .message import Message, MessageID, native_codec
 
-
-def _load() -> tuple[ModuleType, bool]:
-    if os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0"):
-        return importlib.import_module("hqueue._purecodec"), False
-    try:
-        return importlib.import_module("hqueue._fastclient"), True
-    except ImportError:  # not built (no compiler at install time): the twin does it all
-        return importlib.import_module("hqueue._purecodec"), False
-
-
-impl, NATIVE = _load()
-# the C codec also gives Message and MessageID a dealloc of its own (see plain_dealloc)
+_native = native_codec()  # the choice hqueue.message made for Message
+impl: ModuleType = _purecodec if _native is None else _native
+NATIVE = _native is not None
+# the C codec also gives MessageID a dealloc of its own (see plain_dealloc)
 impl.setup(Message, MessageID, InvalidArgument)
 
 encode_put = impl.encode_put
