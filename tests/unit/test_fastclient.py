@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 from types import ModuleType
 from typing import Any
 
@@ -242,12 +243,59 @@ def test_c_decoded_messages_are_left_out_of_the_cycle_collector() -> None:
     class Loose(tuple):  # type: ignore[type-arg]
         pass  # instances have a __dict__: a cycle could go through them, so they stay tracked
 
+    class Box:
+        pass
+
     try:
         _fastclient.setup(Message, Loose, InvalidArgument)
         _, (loose,) = _fastclient.decode_list_reply(data)
+        assert not gc.is_tracked(loose)
         assert type(loose.id) is Loose and gc.is_tracked(loose.id)
+        assert gc.is_tracked(loose)  # it holds something a cycle can go through now
+        box = Box()
+        box.m, loose.id.box = loose, box  # type: ignore[attr-defined]
+        gone = weakref.ref(box)
+        del box, loose
+        gc.collect()
+        assert gone() is None
     finally:
         _fastclient.setup(Message, MessageID, InvalidArgument)
+
+
+@pytest.mark.c_only
+def test_another_message_type_is_read_as_a_tuple_without_running_python() -> None:
+    # a named tuple set up as the Message type (the pure-Python pass's) is read by its slots:
+    # nothing of the caller's runs while the encoder holds pointers into the items
+    items: list[Any] = []
+
+    class Sly(tuple):  # type: ignore[type-arg]
+        def __iter__(self) -> Any:
+            items.clear()  # would free the items under the encoder
+            return super().__iter__()
+
+    items += [Sly((b"t%d" % i, b"v%d" % i, None)) for i in range(3)]
+    want = thrift_put(b"q", 1, [T.TMessage(topic=b"t%d" % i, value=b"v%d" % i) for i in range(3)])
+    try:
+        _fastclient.setup(Sly, MessageID, InvalidArgument)
+        assert _fastclient.encode_put(0, b"q", 1, items, 0) == want
+    finally:
+        _fastclient.setup(Message, MessageID, InvalidArgument)
+    assert len(items) == 3
+
+
+def test_a_count_larger_than_the_bytes_is_short_or_unusual_as_it_reads(impl: ModuleType) -> None:
+    # the C sizes its list by the bytes there are: a count that cannot fit is what reading
+    # finds, short (0) if the bytes run out, unusual (-1) for empty elements, as the twin says
+    empty = T.HQueueService.messageScannerGetList_result(success=[])
+    data = bytearray(thrift_bytes(TMessageType.REPLY, "messageScannerGetList", empty))
+    at = data.index(b"\x0f\x00\x00\x0c") + 4  # the list's count
+    struct_ends = bytes(data[:at]) + (2).to_bytes(4, "big") + b"\x00\x00" + b"\x00"
+    assert impl.message_end(struct_ends) == len(struct_ends)
+    assert impl.decode_list_reply(struct_ends) == -1
+    one = list_reply([T.TMessage(topic=b"t", value=b"v")])
+    at = one.index(b"\x0f\x00\x00\x0c") + 4
+    claims_more = one[:at] + (10**6).to_bytes(4, "big") + one[at + 4 : -2]  # its end cut off
+    assert impl.decode_list_reply(claims_more) == 0
 
 
 def test_messages_free_what_they_hold() -> None:

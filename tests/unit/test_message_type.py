@@ -4,8 +4,10 @@ is built, the named tuple in the pure-Python client. Every check runs on both.""
 
 from __future__ import annotations
 
+import collections.abc
 import copy
 import gc
+import inspect
 import pickle
 import sys
 import warnings
@@ -52,6 +54,21 @@ def test_fields_by_name_index_and_unpacking(M: Any) -> None:
         m[-5]
     with pytest.raises(TypeError):
         m["topic"]
+
+
+def test_a_sequence_as_a_tuple_is(M: Any) -> None:
+    m = M(b"t", b"v", 3, ID)
+    match m:
+        case (topic, value, partition, mid):
+            assert (topic, value, partition, mid) == (b"t", b"v", 3, ID)
+        case _:
+            pytest.fail("a Message matches a sequence pattern")
+    assert isinstance(m, collections.abc.Sequence) and list(reversed(m)) == [ID, 3, b"v", b"t"]
+    params = inspect.signature(M).parameters.values()
+    assert [(p.name, p.default) for p in params] == [
+        ("topic", inspect.Parameter.empty), ("value", inspect.Parameter.empty),
+        ("partition", None), ("id", None),
+    ]  # fmt: skip
 
 
 def test_defaults_keywords_and_the_named_tuple_helpers(M: Any) -> None:
@@ -152,6 +169,22 @@ def test_built_around_anything_it_is_collected_in_a_cycle() -> None:
     del box, m
     gc.collect()
     assert gone() is None
+
+
+class SubOfC(C_MESSAGE):  # type: ignore[misc, valid-type]
+    pass
+
+
+class SubOfTuple(TUPLE_MESSAGE):  # type: ignore[misc, valid-type]
+    pass
+
+
+@pytest.mark.parametrize("Sub", [SubOfC, SubOfTuple], ids=["c", "named-tuple"])
+def test_a_subclass_pickles_with_its_attributes(Sub: Any) -> None:
+    s = Sub(b"t", b"v", 1, ID)
+    s.note = b"kept"
+    for back in (pickle.loads(pickle.dumps(s)), copy.copy(s), copy.deepcopy(s)):
+        assert type(back) is Sub and back == s and back.note == b"kept"
 
 
 def test_a_subclass_keeps_its_fields_and_frees_them() -> None:

@@ -143,8 +143,18 @@ static PyObject *msg_get_id(PyObject *op, void *closure)
     MessageObject *m = MSG(op);
     if (!m->id) {
         PyObject *ts = PyLong_FromLongLong(m->ts);
-        if (!ts || !(m->id = new_message_id(ts, m->seq)))
+        PyObject *id = ts ? new_message_id(ts, m->seq) : NULL;
+        if (!id)
             return NULL;
+        if (m->id) { /* made meanwhile: the allocation ran a collection, and a finalizer */
+            Py_DECREF(id);
+        } else {
+            m->id = id;
+            if (!plain_ids && !m->tracked) { /* an id with a __dict__: a cycle could close */
+                m->tracked = 1;
+                PyObject_GC_Track(op);
+            }
+        }
     }
     Py_INCREF(m->id);
     return m->id;
@@ -180,8 +190,8 @@ static int holds_leaves(MessageObject *m)
             return 0;
     PyObject *id = m->id;
     return !id || leaf(id) ||
-           (Py_TYPE(id) == MessageIDType && Py_SIZE(id) == 2 && leaf(PyTuple_GET_ITEM(id, 0)) &&
-            leaf(PyTuple_GET_ITEM(id, 1)));
+           (plain_ids && Py_TYPE(id) == MessageIDType && Py_SIZE(id) == 2 &&
+            leaf(PyTuple_GET_ITEM(id, 0)) && leaf(PyTuple_GET_ITEM(id, 1)));
 }
 
 static PyObject *msg_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -222,39 +232,32 @@ static int msg_traverse(PyObject *op, visitproc visit, void *arg)
     return 0;
 }
 
-static int msg_clear(PyObject *op)
-{
-    MessageObject *m = MSG(op);
-    Py_CLEAR(m->topic);
-    Py_CLEAR(m->value);
-    Py_CLEAR(m->partition);
-    Py_CLEAR(m->id);
-    return 0;
-}
-
 /* An untracked message holds leaves only and is freed in one step; a tracked one (built in
  * Python around something else, which could be another message, and so on, deeply) goes
  * through the trashcan, which keeps a long chain from overflowing the C stack. As the dealloc
  * of a heap type it drops the instance's reference to its type (for a subclass too:
  * subtype_dealloc leaves that to a heap base's dealloc). */
-static void msg_dealloc(PyObject *op)
+static void msg_free(PyObject *op)
 {
     PyTypeObject *tp = Py_TYPE(op);
     MessageObject *m = MSG(op);
-    if (!m->tracked) {
-        Py_XDECREF(m->topic);
-        Py_XDECREF(m->value);
-        Py_XDECREF(m->partition);
-        Py_XDECREF(m->id);
-        tp->tp_free(op);
-        Py_DECREF(tp);
+    Py_XDECREF(m->topic);
+    Py_XDECREF(m->value);
+    Py_XDECREF(m->partition);
+    Py_XDECREF(m->id);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static void msg_dealloc(PyObject *op)
+{
+    if (!MSG(op)->tracked) {
+        msg_free(op);
         return;
     }
     PyObject_GC_UnTrack(op);
     Py_TRASHCAN_BEGIN(op, msg_dealloc)
-    msg_clear(op);
-    tp->tp_free(op);
-    Py_DECREF(tp);
+    msg_free(op);
     Py_TRASHCAN_END
 }
 
@@ -340,11 +343,26 @@ static Py_hash_t msg_hash(PyObject *op)
     return h;
 }
 
+/* Pickled as Message(*fields), with a subclass instance's __dict__ as its state. */
 static PyObject *msg_reduce(PyObject *op, PyObject *unused)
 {
     (void)unused;
     PyObject *t = msg_tuple(op);
-    return t ? Py_BuildValue("(ON)", (PyObject *)Py_TYPE(op), t) : NULL;
+    if (!t)
+        return NULL;
+    PyObject *state = NULL;
+    if (Py_TYPE(op) != OwnMessage && !(state = PyObject_GetAttrString(op, "__dict__"))) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyErr_Clear(); /* a subclass with __slots__ = () */
+    }
+    if (state && (!PyDict_Check(state) || !PyDict_GET_SIZE(state)))
+        Py_CLEAR(state);
+    if (state)
+        return Py_BuildValue("(ONN)", (PyObject *)Py_TYPE(op), t, state);
+    return Py_BuildValue("(ON)", (PyObject *)Py_TYPE(op), t);
 }
 
 static PyObject *msg_get(PyObject *op, void *closure)
@@ -366,11 +384,10 @@ static PyMethodDef msg_methods[] = {
 };
 
 static PyType_Slot msg_slots[] = {
-    {Py_tp_doc, "Message(topic, value, partition=None, id=None): see hqueue.message"},
+    {Py_tp_doc, "Message(topic, value, partition=None, id=None)\n--\n\nSee hqueue.message."},
     {Py_tp_new, msg_new},
     {Py_tp_dealloc, msg_dealloc},
     {Py_tp_traverse, msg_traverse},
-    {Py_tp_clear, msg_clear},
     {Py_tp_richcompare, msg_richcompare},
     {Py_tp_hash, msg_hash},
     {Py_tp_iter, msg_iter},
@@ -385,7 +402,8 @@ static PyType_Slot msg_slots[] = {
 
 static PyType_Spec msg_spec = {
     "hqueue.message.Message", sizeof(MessageObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE, msg_slots,
+    /* SEQUENCE: matched by a sequence pattern (case (topic, value, p, id)), as a tuple is */
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_SEQUENCE, msg_slots,
 };
 
 static PyObject *setup(PyObject *self, PyObject *args)
@@ -641,19 +659,11 @@ static PyObject *encode_put(PyObject *self, PyObject *args)
             t = MSG(o)->topic;
             v = MSG(o)->value;
             p = MSG(o)->partition;
-        } else if (PyObject_TypeCheck(o, MessageType)) { /* another Message type (tests') */
-            PyObject *f = PySequence_Tuple(o);
-            if (!f || (!it.keep && !(it.keep = PyList_New(0))) || PyList_Append(it.keep, f) < 0 ||
-                PyTuple_GET_SIZE(f) < 3) {
-                if (f && !PyErr_Occurred())
-                    PyErr_SetString(PyExc_TypeError, "a Message of fewer than 3 fields");
-                Py_XDECREF(f);
-                goto done;
-            }
-            Py_DECREF(f); /* it.keep holds it */
-            t = PyTuple_GET_ITEM(f, 0);
-            v = PyTuple_GET_ITEM(f, 1);
-            p = PyTuple_GET_ITEM(f, 2);
+        } else if (PyObject_TypeCheck(o, MessageType) && PyTuple_Check(o) &&
+                   PyTuple_GET_SIZE(o) >= 3) { /* another Message type: a named tuple (tests') */
+            t = PyTuple_GET_ITEM(o, 0);
+            v = PyTuple_GET_ITEM(o, 1);
+            p = PyTuple_GET_ITEM(o, 2);
         } else if ((PyTuple_Check(o) || PyList_Check(o)) && (n = PySequence_Fast_GET_SIZE(o)) >= 2 &&
                    n <= 3) {
             PyObject **f = PySequence_Fast_ITEMS(o);
@@ -1031,7 +1041,6 @@ static PyObject *new_message(PyObject *topic, PyObject *value, PyObject *partiti
     return m;
 }
 
-/* 1 ok, 0 short or unusual, -1 Python error */
 /* 1 and the message in *out, 0 short or unusual, -1 Python error */
 static int rmessage(R *r, PyObject **out, PyObject **last_topic, PyObject **last_ts,
                     int64_t *last_ts_value)
@@ -1166,15 +1175,13 @@ static PyObject *decode_list_reply(PyObject *self, PyObject *args)
         int32_t n = be32(r->buf + r->pos + 1);
         if (n < 0 || out)
             goto unusual;
-        if (n > (r->len - r->pos) / 15) { /* a TMessage takes 15 bytes or more */
-            r->incomplete = 1;
-            goto stop;
-        }
         r->pos += 5;
         /* Filled in place (a slot not reached stays NULL, which freeing it allows), and not
          * tracked meanwhile: each young collection the page's messages trigger would walk the
-         * whole list again. */
-        if (!(out = PyList_New(n)))
+         * whole list again. A message read here takes 15 bytes or more (a topic, a value, the
+         * end): no more can be in the bytes there are, whatever the count claims. */
+        Py_ssize_t room = (r->len - r->pos) / 15;
+        if (!(out = PyList_New(n < room ? n : room)))
             goto error;
         PyObject_GC_UnTrack(out);
         for (int32_t i = 0; i < n; i++) {
@@ -1183,7 +1190,11 @@ static PyObject *decode_list_reply(PyObject *self, PyObject *args)
             if (got < 0)
                 goto error;
             if (got == 0)
-                goto stop;
+                goto stop; /* short (the count was too large too) or unusual */
+            if (i >= PyList_GET_SIZE(out)) { /* cannot happen, as said above */
+                Py_DECREF(m);
+                goto unusual;
+            }
             PyList_SET_ITEM(out, i, m);
         }
         PyObject_GC_Track(out);

@@ -18,6 +18,7 @@ for now: ``m.partitionID`` and ``m.id.sequenceID`` are deprecated spellings of
 
 from __future__ import annotations
 
+import collections.abc
 import importlib
 import os
 import warnings
@@ -108,6 +109,7 @@ def _completed(native: type, twin: type) -> type:
 
     extras: dict[str, Any] = {
         "__doc__": twin.__doc__,
+        "__replace__": _replace,  # copy.replace (Python 3.13)
         "__repr__": __repr__,
         "_fields": fields,
         "_field_defaults": dict(twin._field_defaults),  # type: ignore[attr-defined]
@@ -123,12 +125,13 @@ def _completed(native: type, twin: type) -> type:
         extras[name] = twin.__dict__[name]
     for name, value in extras.items():
         setattr(native, name, value)
+    collections.abc.Sequence.register(native)  # as a tuple is (pandas, json-like checks)
     return native
 
 
 TUPLE_MESSAGE = Message  # the named tuple: Message in the pure-Python client; tests compare
 _native = native_codec()
-if _native is not None:
+if _native is not None and hasattr(_native, "Message"):  # not a build from before it had one
     Message = _completed(_native.Message, Message)  # type: ignore[misc, assignment]
 
 
