@@ -298,31 +298,6 @@ def test_a_count_larger_than_the_bytes_is_short_or_unusual_as_it_reads(impl: Mod
     assert impl.decode_list_reply(claims_more) == 0
 
 
-def test_messages_free_what_they_hold() -> None:
-    # the C Message and the MessageIDs the codec gives a dealloc of its own (CPython's two-level
-    # one was near half of decoding a page and dropping it) must still drop what they hold, also
-    # for instances built in Python and instances of a subclass (the types' own counts:
-    # test_freeing_leaves_the_types_counts_as_they_were)
-    value = b"w" * 1000
-    value_before = sys.getrefcount(value)
-    built = [Message(b"t", value, 1, MessageID(7, i)) for i in range(500)]
-    assert sys.getrefcount(value) == value_before + 500
-    del built
-    assert sys.getrefcount(value) == value_before
-
-    class Sub(Message):  # type: ignore[misc, valid-type]
-        pass  # has a __dict__: freed by CPython's subtype_dealloc, then the base's
-
-    subs = [Sub(b"t", value, 2, None) for _ in range(500)]
-    for s in subs:
-        s.note = value
-    sub_before = sys.getrefcount(Sub)
-    assert sys.getrefcount(value) == value_before + 1000
-    del subs, s
-    assert sys.getrefcount(value) == value_before
-    assert sys.getrefcount(Sub) == sub_before - 500
-
-
 @pytest.mark.c_only
 def test_freeing_leaves_the_types_counts_as_they_were() -> None:
     # every instance of a heap type holds a reference to it, dropped by its dealloc; one of a

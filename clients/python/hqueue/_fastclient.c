@@ -51,19 +51,25 @@ static int plain(PyTypeObject *type)
            type->tp_itemsize == PyTuple_Type.tp_itemsize;
 }
 
-/* Whether a tuple holds only what the codec puts in a Message or a MessageID: bytes, ints,
- * None, and a MessageID of two such. */
+/* What the codec puts in a Message or a MessageID: bytes, ints and None, which hold no other
+ * object, and a MessageID of two such. */
 static int leaf(PyObject *o)
 {
     return o == Py_None || PyBytes_CheckExact(o) || PyLong_CheckExact(o);
 }
 
+static int leaf_id(PyObject *o)
+{
+    return Py_TYPE(o) == MessageIDType && Py_SIZE(o) == 2 && leaf(PyTuple_GET_ITEM(o, 0)) &&
+           leaf(PyTuple_GET_ITEM(o, 1));
+}
+
+/* Whether a tuple holds only leaves and leaf MessageIDs. */
 static int leaves_only(PyObject *op)
 {
     for (Py_ssize_t i = 0; i < Py_SIZE(op); i++) {
         PyObject *o = PyTuple_GET_ITEM(op, i);
-        if (o && !leaf(o) && !(Py_TYPE(o) == MessageIDType && Py_SIZE(o) == 2 &&
-                               leaf(PyTuple_GET_ITEM(o, 0)) && leaf(PyTuple_GET_ITEM(o, 1))))
+        if (o && !leaf(o) && !leaf_id(o))
             return 0;
     }
     return 1;
@@ -188,10 +194,7 @@ static int holds_leaves(MessageObject *m)
     for (int i = 0; i < 3; i++)
         if (!leaf(fields[i]) && !PyUnicode_CheckExact(fields[i]))
             return 0;
-    PyObject *id = m->id;
-    return !id || leaf(id) ||
-           (plain_ids && Py_TYPE(id) == MessageIDType && Py_SIZE(id) == 2 &&
-            leaf(PyTuple_GET_ITEM(id, 0)) && leaf(PyTuple_GET_ITEM(id, 1)));
+    return !m->id || leaf(m->id) || (plain_ids && leaf_id(m->id));
 }
 
 static PyObject *msg_new(PyTypeObject *type, PyObject *args, PyObject *kwds)

@@ -17,16 +17,16 @@ else ``putMessagesWithPid``; ``base_index`` numbers the messages in error messag
 
 from __future__ import annotations
 
+import importlib
 import struct
 from types import ModuleType
 
-from . import _purecodec
 from .errors import InvalidArgument
-from .message import Message, MessageID, native_codec
+from .message import NATIVE_CODEC, Message, MessageID
 
-_native = native_codec()  # the choice hqueue.message made for Message
-impl: ModuleType = _purecodec if _native is None else _native
-NATIVE = _native is not None
+# the choice hqueue.message made for Message; the twin is imported only when it is used
+impl: ModuleType = NATIVE_CODEC or importlib.import_module("hqueue._purecodec")
+NATIVE = NATIVE_CODEC is not None
 # the C codec also gives MessageID a dealloc of its own (see plain_dealloc)
 impl.setup(Message, MessageID, InvalidArgument)
 

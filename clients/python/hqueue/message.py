@@ -66,9 +66,8 @@ class Message(NamedTuple):
         return self.partition
 
 
-def native_codec() -> ModuleType | None:
-    """The C codec, unless it is not built or ``HQUEUE_PUREPYTHON=1`` asks for the twin (the
-    one place that chooses: :mod:`hqueue.codec` follows it)."""
+def _native_codec() -> ModuleType | None:
+    """The C codec, unless it is not built or ``HQUEUE_PUREPYTHON=1`` asks for the twin."""
     if os.environ.get("HQUEUE_PUREPYTHON", "") not in ("", "0"):
         return None
     try:
@@ -130,9 +129,10 @@ def _completed(native: type, twin: type) -> type:
 
 
 TUPLE_MESSAGE = Message  # the named tuple: Message in the pure-Python client; tests compare
-_native = native_codec()
-if _native is not None and hasattr(_native, "Message"):  # not a build from before it had one
-    Message = _completed(_native.Message, Message)  # type: ignore[misc, assignment]
+# the one place that chooses C or Python: hqueue.codec follows it
+NATIVE_CODEC = _native_codec()
+if NATIVE_CODEC is not None and hasattr(NATIVE_CODEC, "Message"):  # a build before it had none
+    Message = _completed(NATIVE_CODEC.Message, Message)  # type: ignore[misc, assignment]
 
 
 class KeyedMessage(NamedTuple):
